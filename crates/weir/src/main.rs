@@ -1,0 +1,34 @@
+//! `weir`: one binary for the broker, the clients and the tools. This file only parses
+//! arguments and hands each subcommand to its module; the work lives in the libraries.
+
+mod dump_log;
+mod json;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "weir",
+    version,
+    about = "A Kafka-compatible event streaming broker and client"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the batches, records and index entries of Kafka log files as JSON Lines
+    /// (Weir's kafka-dump-log).
+    DumpLog(dump_log::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::DumpLog(args) => dump_log::run(args),
+    }
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The one gate: everything CI runs. Installs what the tests need (./scripts/install-test-deps.sh),
+# then formatting, lints with warnings denied, every test, and a build check of the fuzz targets.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "installing test dependencies"
+./scripts/install-test-deps.sh
+export WEIR_PYTHON="$root/.venv/bin/python"
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo test"
+cargo test --workspace --locked
+
+step "fuzz targets build"
+cargo check --manifest-path fuzz/Cargo.toml --target-dir target/fuzz-check --quiet
+
+step "all checks passed"
