@@ -45,6 +45,8 @@ pub struct BatchBuilder {
     base_timestamp: Option<i64>,
     max_timestamp: i64,
     last_offset: Option<i64>,
+    /// A last offset kept from the batch this one replaces (compaction).
+    last_offset_override: Option<i64>,
     count: i32,
     write_limit: usize,
     estimated_ratio: f32,
@@ -86,6 +88,7 @@ impl BatchBuilder {
             base_timestamp: None,
             max_timestamp: NO_TIMESTAMP,
             last_offset: None,
+            last_offset_override: None,
             count: 0,
             write_limit,
             estimated_ratio: 1.0,
@@ -127,6 +130,13 @@ impl BatchBuilder {
     pub fn estimated_compression_ratio(mut self, ratio: f32) -> Self {
         self.estimated_ratio = ratio;
         self
+    }
+
+    /// Keeps the batch's last offset at `offset` even if its last record is earlier:
+    /// compaction rewrites a batch with fewer records but the same offset range, so that
+    /// producer sequences stay consistent (Kafka's `overrideLastOffset`).
+    pub fn override_last_offset(&mut self, offset: i64) {
+        self.last_offset_override = Some(offset);
     }
 
     /// Sets the producer fields after records were added: the Java producer assigns
@@ -348,7 +358,10 @@ impl BatchBuilder {
             out
         };
         let compressed = out.len() - RECORD_BATCH_OVERHEAD;
-        let last_offset = self.last_offset.unwrap_or(self.base_offset);
+        let last_offset = self
+            .last_offset_override
+            .unwrap_or(self.base_offset)
+            .max(self.last_offset.unwrap_or(self.base_offset));
         let header = BatchHeader {
             base_offset: self.base_offset,
             partition_leader_epoch: self.partition_leader_epoch,

@@ -1,0 +1,606 @@
+//! Log compaction (Kafka's `LogCleaner`): keep at least the latest record of every key.
+//! A pass builds a key → latest-offset map over the dirty part of a log within a fixed
+//! memory budget, then rewrites groups of segments through `.cleaned` and `.swap` files so
+//! that a crash at any point leaves a log that loads consistently; offsets never change.
+//! Tombstones survive one pass with a delete horizon and go once it has passed. Choosing
+//! which log to clean and running passes on a thread is the manager's job; this module
+//! cleans the log it is given.
+
+use std::io;
+use std::ops::ControlFlow;
+
+use weir_record::{
+    BatchBuilder, Compression, Header, LogEntry, Record, RecordBatch,
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+};
+
+use crate::error::{LogError, Result};
+use crate::log::PartitionLog;
+use crate::segment::{walk_entries, LogSegment, CLEANED_SUFFIX};
+
+/// Kafka's default `log.cleaner.dedupe.buffer.size` (128 MiB) and load factor.
+pub const DEFAULT_DEDUPE_BUFFER_SIZE: usize = 128 * 1024 * 1024;
+pub const DEDUPE_LOAD_FACTOR: f64 = 0.9;
+
+const SLOT: usize = 24; // 16-byte key hash + 8-byte offset
+
+/// A fixed-size open-addressing map from a 128-bit key hash to the latest offset (Kafka's
+/// `SkimpyOffsetMap`). Keys that hash alike are treated as one key, as in Kafka.
+pub struct OffsetMap {
+    slots: Vec<u8>,
+    capacity: usize,
+    entries: usize,
+    latest_offset: i64,
+}
+
+impl OffsetMap {
+    /// A map using at most `memory` bytes.
+    pub fn new(memory: usize) -> Self {
+        let capacity = (memory / SLOT).max(1);
+        OffsetMap {
+            slots: vec![0u8; capacity * SLOT],
+            capacity,
+            entries: 0,
+            latest_offset: -1,
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.slots.fill(0);
+        self.entries = 0;
+        self.latest_offset = -1;
+    }
+
+    /// Full at the load factor: no more keys may go in.
+    pub fn is_full(&self) -> bool {
+        self.entries as f64 >= self.capacity as f64 * DEDUPE_LOAD_FACTOR
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
+    /// The largest offset put in so far (-1 if none).
+    pub fn latest_offset(&self) -> i64 {
+        self.latest_offset
+    }
+
+    fn hash(key: &[u8]) -> [u8; 16] {
+        let h = twox_hash::XxHash3_128::oneshot(key).to_le_bytes();
+        // An all-zero hash would read as an empty slot.
+        if h == [0u8; 16] {
+            [1; 16]
+        } else {
+            h
+        }
+    }
+
+    fn find(&self, hash: &[u8; 16]) -> (usize, bool) {
+        let start = (u64::from_le_bytes(hash[..8].try_into().unwrap_or_default())
+            % self.capacity as u64) as usize;
+        let mut i = start;
+        loop {
+            let slot = &self.slots[i * SLOT..i * SLOT + 16];
+            if slot == hash {
+                return (i, true);
+            }
+            if slot == [0u8; 16] {
+                return (i, false);
+            }
+            i = (i + 1) % self.capacity;
+            debug_assert!(i != start, "the map is never completely full");
+        }
+    }
+
+    /// Records `offset` as the latest for `key`. The caller checks `is_full` first.
+    pub fn put(&mut self, key: &[u8], offset: i64) {
+        let hash = Self::hash(key);
+        let (i, found) = self.find(&hash);
+        let slot = &mut self.slots[i * SLOT..(i + 1) * SLOT];
+        if !found {
+            slot[..16].copy_from_slice(&hash);
+            self.entries += 1;
+        }
+        slot[16..].copy_from_slice(&offset.to_be_bytes());
+        self.latest_offset = self.latest_offset.max(offset);
+    }
+
+    /// The latest offset of `key`, or -1.
+    pub fn get(&self, key: &[u8]) -> i64 {
+        let (i, found) = self.find(&Self::hash(key));
+        if found {
+            i64::from_be_bytes(
+                self.slots[i * SLOT + 16..(i + 1) * SLOT]
+                    .try_into()
+                    .unwrap_or_default(),
+            )
+        } else {
+            -1
+        }
+    }
+}
+
+/// Where a log stands for compaction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cleanability {
+    pub first_dirty_offset: i64,
+    pub first_uncleanable_offset: i64,
+    pub clean_bytes: u64,
+    pub dirty_bytes: u64,
+    /// dirty / (clean + dirty).
+    pub dirty_ratio: f64,
+    /// Age of the oldest dirty record in ms (by record time), 0 if none.
+    pub lag_ms: i64,
+    /// `max.compaction.lag.ms` has passed for the oldest dirty record.
+    pub must_clean_now: bool,
+}
+
+impl Cleanability {
+    /// Worth a pass: over `min.cleanable.dirty.ratio`, or overdue.
+    pub fn is_cleanable(&self, min_ratio: f64) -> bool {
+        self.dirty_bytes > 0 && (self.dirty_ratio > min_ratio || self.must_clean_now)
+    }
+}
+
+/// Measures a compacted log given its cleaner checkpoint (Kafka's cleanable range: from the
+/// checkpoint, or the log start, to the active segment or the first segment still inside
+/// `min.compaction.lag.ms`).
+pub fn cleanability(log: &mut PartitionLog, checkpoint: Option<i64>, now_ms: i64) -> Cleanability {
+    let start = log.log_start_offset();
+    let leo = log.log_end_offset();
+    let first_dirty = match checkpoint {
+        Some(c) if c >= start && c <= leo => c,
+        _ => start,
+    };
+    let config = log.config().clone();
+    let active_base = *log
+        .segments()
+        .keys()
+        .next_back()
+        .expect("a log has a segment");
+    let mut first_uncleanable = active_base.min(log.high_watermark());
+    let mut clean_bytes = 0;
+    let mut dirty_bytes = 0;
+    let mut oldest_dirty_ts: Option<i64> = None;
+    let bases: Vec<i64> = log.segments().keys().copied().collect();
+    for (i, &base) in bases.iter().enumerate() {
+        let next = bases.get(i + 1).copied().unwrap_or(leo);
+        if base >= first_uncleanable {
+            break;
+        }
+        let seg = log.segments_mut().get_mut(&base).expect("listed above");
+        let size = seg.size();
+        if next <= first_dirty {
+            clean_bytes += size;
+            continue;
+        }
+        let max_ts = seg.largest_timestamp();
+        if config.min_compaction_lag_ms > 0 && max_ts > now_ms - config.min_compaction_lag_ms {
+            first_uncleanable = first_uncleanable.min(base);
+            break;
+        }
+        if oldest_dirty_ts.is_none() {
+            oldest_dirty_ts = Some(seg.max_timestamp_so_far().timestamp.max(0));
+        }
+        dirty_bytes += size;
+    }
+    let total = clean_bytes + dirty_bytes;
+    let lag_ms = oldest_dirty_ts.map_or(0, |t| (now_ms - t).max(0));
+    Cleanability {
+        first_dirty_offset: first_dirty,
+        first_uncleanable_offset: first_uncleanable.max(first_dirty),
+        clean_bytes,
+        dirty_bytes,
+        dirty_ratio: if total == 0 {
+            0.0
+        } else {
+            dirty_bytes as f64 / total as f64
+        },
+        lag_ms,
+        must_clean_now: oldest_dirty_ts
+            .is_some_and(|t| t > 0 && now_ms - t > config.max_compaction_lag_ms),
+    }
+}
+
+/// What a pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CleanStats {
+    /// The new cleaner checkpoint: everything below it is clean.
+    pub end_offset: i64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub records_read: u64,
+    pub records_kept: u64,
+    pub segments_cleaned: usize,
+}
+
+/// Test hook: where a pass stops, simulating a crash.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// After the `.cleaned` files are written and flushed.
+    AfterCleaned,
+    /// After the `.cleaned` files became `.swap`.
+    AfterSwap,
+    /// After the old segments became `.deleted`.
+    AfterDeleted,
+}
+
+/// One compaction pass over `log` from `first_dirty` to `first_uncleanable`, using `map`
+/// (cleared first). Returns the new checkpoint in the stats.
+pub fn clean(
+    log: &mut PartitionLog,
+    map: &mut OffsetMap,
+    first_dirty: i64,
+    first_uncleanable: i64,
+    now_ms: i64,
+) -> Result<CleanStats> {
+    clean_with_crash(log, map, first_dirty, first_uncleanable, now_ms, None)
+}
+
+#[doc(hidden)]
+pub fn clean_with_crash(
+    log: &mut PartitionLog,
+    map: &mut OffsetMap,
+    first_dirty: i64,
+    first_uncleanable: i64,
+    now_ms: i64,
+    crash: Option<CrashPoint>,
+) -> Result<CleanStats> {
+    map.clear();
+    let mut stats = CleanStats::default();
+    // 1. The offset map over the dirty range, stopping when it is full.
+    let dirty: Vec<i64> = log
+        .segments()
+        .keys()
+        .copied()
+        .filter(|b| *b < first_uncleanable)
+        .collect();
+    let mut end_offset = first_dirty;
+    'segments: for base in dirty {
+        let seg = &log.segments()[&base];
+        let file = seg.log_file().clone();
+        let mut full = false;
+        walk_entries(&file, 0, seg.size(), |_, entry| {
+            let (first, last) = entry_offsets(&entry);
+            if last < first_dirty {
+                return Ok(ControlFlow::Continue(()));
+            }
+            if first >= first_uncleanable {
+                return Ok(ControlFlow::Break(()));
+            }
+            if is_control(&entry) {
+                end_offset = last + 1;
+                return Ok(ControlFlow::Continue(()));
+            }
+            let records = entry
+                .records(DEFAULT_MAX_DECOMPRESSED_BYTES)
+                .map_err(io::Error::other)?;
+            // A batch goes in whole or not at all, so the map's range ends on a batch.
+            let keyed = records
+                .iter()
+                .filter(|r| r.as_ref().is_ok_and(|r| r.key.is_some()))
+                .count();
+            if map.len() + keyed > (map.capacity as f64 * DEDUPE_LOAD_FACTOR) as usize {
+                full = true;
+                return Ok(ControlFlow::Break(()));
+            }
+            for r in records.iter() {
+                let r = r.map_err(io::Error::other)?;
+                if let Some(k) = r.key {
+                    if r.offset >= first_dirty {
+                        map.put(k, r.offset);
+                    }
+                }
+            }
+            end_offset = last + 1;
+            Ok(ControlFlow::Continue(()))
+        })?;
+        if full {
+            break 'segments;
+        }
+    }
+    if end_offset <= first_dirty {
+        if map.is_full() || map.capacity < 2 {
+            return Err(LogError::Io(io::Error::other(
+                "log.cleaner.dedupe.buffer.size is too small to hold one batch's keys",
+            )));
+        }
+        stats.end_offset = first_dirty;
+        return Ok(stats);
+    }
+    stats.end_offset = end_offset;
+
+    // 2. Group segments from the log start up to the end offset and rewrite each group.
+    let config = log.config().clone();
+    let bases: Vec<i64> = log
+        .segments()
+        .keys()
+        .copied()
+        .filter(|&b| b < end_offset)
+        .collect();
+    let mut groups: Vec<Vec<i64>> = Vec::new();
+    for base in bases {
+        let seg = &log.segments()[&base];
+        if let Some(group) = groups.last_mut() {
+            let first = &log.segments()[&group[0]];
+            let size: u64 = group.iter().map(|b| log.segments()[b].size()).sum();
+            let idx: usize = group
+                .iter()
+                .map(|b| log.segments()[b].offset_index().size_in_bytes())
+                .sum();
+            let tidx: usize = group
+                .iter()
+                .map(|b| log.segments()[b].time_index().size_in_bytes())
+                .sum();
+            let next = seg.read_next_offset()?;
+            if size + seg.size() <= config.segment_bytes
+                && idx + seg.offset_index().size_in_bytes() <= config.segment_index_bytes as usize
+                && tidx + seg.time_index().size_in_bytes() <= config.segment_index_bytes as usize
+                && next - first.base_offset() <= i32::MAX as i64
+            {
+                group.push(base);
+                continue;
+            }
+        }
+        groups.push(vec![base]);
+    }
+    for group in groups {
+        clean_group(
+            log, map, &group, end_offset, now_ms, &config, &mut stats, crash,
+        )?;
+        if crash.is_some() {
+            break;
+        }
+    }
+    Ok(stats)
+}
+
+fn entry_offsets(entry: &LogEntry<'_>) -> (i64, i64) {
+    match entry {
+        LogEntry::V2(b) => (b.base_offset(), b.last_offset()),
+        LogEntry::Legacy(m) => (m.offset(), m.offset()),
+    }
+}
+
+fn is_control(entry: &LogEntry<'_>) -> bool {
+    matches!(entry, LogEntry::V2(b) if b.is_control())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn clean_group(
+    log: &mut PartitionLog,
+    map: &OffsetMap,
+    group: &[i64],
+    end_offset: i64,
+    now_ms: i64,
+    config: &crate::config::LogConfig,
+    stats: &mut CleanStats,
+    crash: Option<CrashPoint>,
+) -> Result<()> {
+    let dir = log.dir().to_path_buf();
+    let first = group[0];
+    // Leftovers of an earlier failed attempt.
+    for p in crate::log::segment_paths(&dir, first, CLEANED_SUFFIX) {
+        let _ = std::fs::remove_file(p);
+    }
+    let mut cleaned = LogSegment::open(&dir, first, config, true, CLEANED_SUFFIX, now_ms)?;
+    // Legacy (v0/v1) tombstones go by the age of the segment holding them.
+    let legacy_horizon = now_ms - config.delete_retention_ms;
+    let mut last_modified = 0;
+    for base in group {
+        let seg = &log.segments()[base];
+        last_modified = seg.last_modified_ms();
+        let retain_legacy_deletes = last_modified > legacy_horizon;
+        let file = seg.log_file().clone();
+        let mut out: Vec<u8> = Vec::new();
+        let mut out_last = -1i64;
+        let mut out_max_ts = (-1i64, -1i64);
+        walk_entries(&file, 0, seg.size(), |_, entry| {
+            stats.bytes_read += entry.size_in_bytes() as u64;
+            let (_, last) = entry_offsets(&entry);
+            if let Some(kept) = filter_entry(
+                &entry,
+                map,
+                end_offset,
+                now_ms,
+                config,
+                retain_legacy_deletes,
+                stats,
+            )? {
+                let bytes: &[u8] = match &kept {
+                    Kept::Whole => entry.as_bytes(),
+                    Kept::Rebuilt(b) => b,
+                };
+                let ts = match LogEntry::parse(bytes) {
+                    Ok(LogEntry::V2(b)) => b.max_timestamp(),
+                    Ok(LogEntry::Legacy(m)) => m.timestamp(),
+                    Err(_) => -1,
+                };
+                if ts > out_max_ts.0 {
+                    out_max_ts = (ts, last);
+                }
+                out.extend_from_slice(bytes);
+                out_last = last;
+            }
+            // Keep memory bounded: write out every few MiB.
+            if out.len() > 4 << 20 {
+                cleaned.append(out_last, out_max_ts.0, out_max_ts.1, &out)?;
+                stats.bytes_written += out.len() as u64;
+                out.clear();
+                out_max_ts = (-1, -1);
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+        if !out.is_empty() {
+            cleaned.append(out_last, out_max_ts.0, out_max_ts.1, &out)?;
+            stats.bytes_written += out.len() as u64;
+        }
+        stats.segments_cleaned += 1;
+    }
+    cleaned.on_become_inactive()?;
+    cleaned.flush()?;
+    cleaned.set_last_modified(last_modified)?;
+    if crash == Some(CrashPoint::AfterCleaned) {
+        return Ok(());
+    }
+    log.replace_segments(cleaned, group, now_ms, crash)
+}
+
+enum Kept {
+    Whole,
+    Rebuilt(Vec<u8>),
+}
+
+/// Decides what of one entry survives compaction.
+fn filter_entry(
+    entry: &LogEntry<'_>,
+    map: &OffsetMap,
+    end_offset: i64,
+    now_ms: i64,
+    config: &crate::config::LogConfig,
+    retain_legacy_deletes: bool,
+    stats: &mut CleanStats,
+) -> io::Result<Option<Kept>> {
+    let (_, last) = entry_offsets(entry);
+    if is_control(entry) {
+        // Weir writes no transaction markers; any control batch found is kept as it is.
+        return Ok(Some(Kept::Whole));
+    }
+    let records = entry
+        .records(DEFAULT_MAX_DECOMPRESSED_BYTES)
+        .map_err(io::Error::other)?;
+    let batch = match entry {
+        LogEntry::V2(b) => Some(*b),
+        LogEntry::Legacy(_) => None,
+    };
+    let horizon = batch.and_then(|b| b.delete_horizon_ms());
+    let retain_deletes = match batch {
+        Some(_) => horizon.is_none_or(|h| now_ms < h),
+        None => retain_legacy_deletes,
+    };
+    let mut kept: Vec<Record<'_>> = Vec::new();
+    let mut total = 0;
+    let mut tombstones = false;
+    for r in records.iter() {
+        let r = r.map_err(io::Error::other)?;
+        total += 1;
+        stats.records_read += 1;
+        let Some(key) = r.key else { continue }; // keyless records cannot be compacted; dropped as in Kafka
+        let latest = map.get(key);
+        let is_latest = latest < 0 || r.offset >= latest;
+        let keep = is_latest && (r.value.is_some() || retain_deletes);
+        if keep {
+            tombstones |= r.value.is_none();
+            kept.push(r);
+        }
+    }
+    stats.records_kept += kept.len() as u64;
+    let next_offset = last + 1;
+    let needs_horizon = batch.is_some() && tombstones && horizon.is_none();
+    if kept.len() == total && !needs_horizon {
+        return Ok(Some(Kept::Whole));
+    }
+    let Some(b) = batch else {
+        // Legacy entries are rewritten as v2 batches with the surviving records.
+        if kept.is_empty() {
+            return Ok(None);
+        }
+        let mut builder = BatchBuilder::new(
+            entry.compression().unwrap_or(Compression::None),
+            kept[0].offset,
+            usize::MAX,
+        );
+        for r in &kept {
+            builder
+                .append_with_offset(r.offset, r.timestamp, r.key, r.value, &[])
+                .map_err(io::Error::other)?;
+        }
+        return Ok(Some(Kept::Rebuilt(
+            builder.build().map_err(io::Error::other)?.bytes,
+        )));
+    };
+    if kept.is_empty() {
+        // The last batch of the pass stays, empty, so the log's offsets stay known.
+        if next_offset == end_offset {
+            return Ok(Some(Kept::Rebuilt(empty_like(&b))));
+        }
+        return Ok(None);
+    }
+    let mut builder = BatchBuilder::new(
+        b.compression().unwrap_or(Compression::None),
+        b.base_offset(),
+        usize::MAX,
+    )
+    .producer(b.producer_id(), b.producer_epoch(), b.base_sequence())
+    .transactional(b.is_transactional())
+    .partition_leader_epoch(b.partition_leader_epoch());
+    if let Some(h) = horizon {
+        builder = builder.delete_horizon(h);
+    } else if tombstones {
+        builder = builder.delete_horizon(now_ms.saturating_add(config.delete_retention_ms));
+    }
+    if b.timestamp_type() == weir_record::TimestampType::LogAppendTime {
+        builder = builder.log_append_time(b.max_timestamp());
+    }
+    let mut headers: Vec<Header<'_>> = Vec::new();
+    for r in &kept {
+        headers.clear();
+        headers.extend(r.headers.iter());
+        builder
+            .append_with_offset(r.offset, r.timestamp, r.key, r.value, &headers)
+            .map_err(io::Error::other)?;
+    }
+    builder.override_last_offset(b.last_offset());
+    Ok(Some(Kept::Rebuilt(
+        builder.build().map_err(io::Error::other)?.bytes,
+    )))
+}
+
+/// A header-only batch with `b`'s offsets and producer fields (Kafka's `writeEmptyHeader`).
+fn empty_like(b: &RecordBatch<'_>) -> Vec<u8> {
+    weir_record::BatchHeader {
+        base_offset: b.base_offset(),
+        partition_leader_epoch: b.partition_leader_epoch(),
+        attributes: weir_record::Attributes::new(
+            Compression::None,
+            b.timestamp_type(),
+            b.is_transactional(),
+            false,
+            false,
+        ),
+        last_offset_delta: b.last_offset_delta(),
+        base_timestamp: b.base_timestamp(),
+        max_timestamp: b.max_timestamp(),
+        producer_id: b.producer_id(),
+        producer_epoch: b.producer_epoch(),
+        base_sequence: b.base_sequence(),
+        records_count: 0,
+    }
+    .empty_batch()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_map_keeps_the_latest_offset_per_key() {
+        let mut m = OffsetMap::new(24 * 100);
+        for i in 0..80i64 {
+            m.put(format!("key-{}", i % 20).as_bytes(), i);
+        }
+        assert_eq!(m.len(), 20);
+        assert_eq!(m.get(b"key-3"), 63);
+        assert_eq!(m.get(b"absent"), -1);
+        assert_eq!(m.latest_offset(), 79);
+        assert!(!m.is_full());
+        for i in 20..90 {
+            m.put(format!("key-{i}").as_bytes(), i);
+        }
+        assert!(m.is_full(), "90 of 100 slots is the load factor");
+    }
+}

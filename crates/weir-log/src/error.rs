@@ -1,0 +1,91 @@
+//! The storage engine's errors, each mapped to the Kafka error code a client understands,
+//! so the broker can answer without knowing how the log works inside.
+
+use std::io;
+
+use weir_record::RecordError;
+
+use crate::config::ConfigError;
+
+/// Why a log operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// A batch is damaged or breaks the format (bad CRC, bad sizes, bad offsets).
+    #[error("corrupt record: {0}")]
+    CorruptRecord(String),
+    /// A batch is well-formed but breaks one of Kafka's rules (e.g. no key on a compacted topic).
+    #[error("invalid record: {0}")]
+    InvalidRecord(String),
+    /// One batch is larger than `max.message.bytes`.
+    #[error("record batch of {size} bytes exceeds max.message.bytes {limit}")]
+    RecordTooLarge { size: usize, limit: usize },
+    /// The whole append is larger than a segment may be.
+    #[error("append of {size} bytes exceeds segment.bytes {limit}")]
+    RecordListTooLarge { size: usize, limit: usize },
+    /// A record timestamp is outside the window `message.timestamp.*.max.ms` allows.
+    #[error("invalid timestamp: {0}")]
+    InvalidTimestamp(String),
+    /// A codec the log cannot use.
+    #[error("unsupported compression: {0}")]
+    UnsupportedCompression(String),
+    /// An offset outside [log start offset, log end offset].
+    #[error("offset {offset} is out of range [{log_start_offset}, {log_end_offset}]")]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    },
+    /// The producer's epoch is older than the one the log knows.
+    #[error("invalid producer epoch: {0}")]
+    InvalidProducerEpoch(String),
+    /// A gap in an idempotent producer's sequence numbers.
+    #[error("out of order sequence: {0}")]
+    OutOfOrderSequence(String),
+    /// The log knows nothing of this producer id and the batch does not start a sequence.
+    #[error("unknown producer id: {0}")]
+    UnknownProducerId(String),
+    /// A configuration value that is not allowed.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The log directory is offline (a previous I/O error), or the log was closed/deleted.
+    #[error("log is offline: {0}")]
+    Offline(String),
+    /// The disk failed us.
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+}
+
+impl LogError {
+    /// The Kafka protocol error code for this error.
+    pub fn kafka_error_code(&self) -> i16 {
+        match self {
+            LogError::CorruptRecord(_) => 2,              // CORRUPT_MESSAGE
+            LogError::OffsetOutOfRange { .. } => 1,       // OFFSET_OUT_OF_RANGE
+            LogError::RecordTooLarge { .. } => 10,        // MESSAGE_TOO_LARGE
+            LogError::RecordListTooLarge { .. } => 18,    // RECORD_LIST_TOO_LARGE
+            LogError::InvalidTimestamp(_) => 32,          // INVALID_TIMESTAMP
+            LogError::Config(_) => 40,                    // INVALID_CONFIG
+            LogError::OutOfOrderSequence(_) => 45,        // OUT_OF_ORDER_SEQUENCE_NUMBER
+            LogError::InvalidProducerEpoch(_) => 47,      // INVALID_PRODUCER_EPOCH
+            LogError::Offline(_) | LogError::Io(_) => 56, // KAFKA_STORAGE_ERROR
+            LogError::UnknownProducerId(_) => 59,         // UNKNOWN_PRODUCER_ID
+            LogError::UnsupportedCompression(_) => 76,    // UNSUPPORTED_COMPRESSION_TYPE
+            LogError::InvalidRecord(_) => 87,             // INVALID_RECORD
+        }
+    }
+}
+
+impl From<RecordError> for LogError {
+    fn from(e: RecordError) -> Self {
+        match e {
+            RecordError::TooLarge { size, limit } => LogError::RecordTooLarge {
+                size: size as usize,
+                limit: limit as usize,
+            },
+            RecordError::InvalidRecord(m) => LogError::InvalidRecord(m.to_string()),
+            other => LogError::CorruptRecord(other.to_string()),
+        }
+    }
+}
+
+pub type Result<T, E = LogError> = std::result::Result<T, E>;

@@ -1,0 +1,969 @@
+//! `PartitionLog`: one partition's log (Kafka's `UnifiedLog` and `LocalLog` together):
+//! segments by base offset with one active segment; append (validate, assign offsets,
+//! roll, write), read, lookup by offset and timestamp, truncation, DeleteRecords,
+//! retention, flushing, and loading from disk with crash recovery (Kafka's `LogLoader`).
+//! It is synchronous and not thread-safe: the owner wraps it in a lock and does slow I/O
+//! (reading fetched slices) outside it.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use weir_record::LogEntry;
+
+use crate::checkpoint;
+use crate::config::LogConfig;
+use crate::epoch::LeaderEpochCache;
+use crate::error::{LogError, Result};
+use crate::index::TimestampOffset;
+use crate::metrics::{Histogram, LogMetrics};
+use crate::segment::{
+    file_name, parse_base_offset, walk_headers, FileSlice, LogSegment, RollParams, CLEANED_SUFFIX,
+    DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
+};
+use crate::validator::{self, AppendOrigin, ProducerBatchInfo};
+use crate::TopicPartition;
+
+pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
+
+/// Special timestamps of ListOffsets.
+pub const EARLIEST_TIMESTAMP: i64 = -2;
+pub const LATEST_TIMESTAMP: i64 = -1;
+pub const MAX_TIMESTAMP: i64 = -3;
+
+/// What the log directory's checkpoints said about this partition, and how the broker
+/// last stopped.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadParams {
+    pub recovery_point: Option<i64>,
+    pub log_start_offset: Option<i64>,
+    pub had_clean_shutdown: bool,
+    pub now_ms: i64,
+}
+
+/// What loading did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadReport {
+    pub segments: usize,
+    pub recovered_segments: usize,
+    pub truncated_bytes: u64,
+    pub deleted_segments: usize,
+}
+
+/// The result of an append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogAppendInfo {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+    pub offset_of_max_timestamp: i64,
+    /// The append time under LogAppendTime, else -1.
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+    pub record_count: usize,
+    pub valid_bytes: usize,
+    pub rebuilt: bool,
+    pub producer: Option<ProducerBatchInfo>,
+}
+
+/// What a fetch gets: a slice of one segment file (read it after releasing the log's
+/// lock) and the partition's offsets at that moment.
+#[derive(Debug, Clone)]
+pub struct FetchData {
+    pub slice: Option<FileSlice>,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+/// One partition's log.
+#[derive(Debug)]
+pub struct PartitionLog {
+    dir: PathBuf,
+    tp: TopicPartition,
+    topic_id: Option<uuid::Uuid>,
+    config: Arc<LogConfig>,
+    segments: BTreeMap<i64, LogSegment>,
+    log_end_offset: i64,
+    log_start_offset: i64,
+    recovery_point: i64,
+    high_watermark: i64,
+    epochs: LeaderEpochCache,
+    unflushed_messages: i64,
+    last_flush_ms: i64,
+    flush_time: Histogram,
+    /// Files renamed `.deleted`, to be removed once their time comes.
+    pending_deletes: Vec<(PathBuf, i64)>,
+}
+
+/// The three files of the segment at `base`, with a temporary suffix (or "").
+pub(crate) fn segment_paths(dir: &Path, base: i64, suffix: &str) -> [PathBuf; 3] {
+    [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX]
+        .map(|s| dir.join(file_name(base, &format!("{s}{suffix}"))))
+}
+
+fn remove_if_exists(p: &Path) -> io::Result<()> {
+    match fs::remove_file(p) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+impl PartitionLog {
+    /// Creates the directory of a new partition (with `partition.metadata`) and opens it.
+    pub fn create(
+        dir: &Path,
+        tp: TopicPartition,
+        topic_id: uuid::Uuid,
+        config: Arc<LogConfig>,
+        now_ms: i64,
+    ) -> Result<PartitionLog> {
+        fs::create_dir_all(dir)?;
+        checkpoint::write_partition_metadata(&dir.join(PARTITION_METADATA_FILE), topic_id)?;
+        let params = LoadParams {
+            had_clean_shutdown: true,
+            now_ms,
+            ..Default::default()
+        };
+        Ok(PartitionLog::open(dir, tp, config, params)?.0)
+    }
+
+    /// Loads a partition from its directory, cleaning up what an interrupted compaction or
+    /// deletion left, and recovering after an unclean shutdown from the recovery point on.
+    pub fn open(
+        dir: &Path,
+        tp: TopicPartition,
+        config: Arc<LogConfig>,
+        params: LoadParams,
+    ) -> Result<(PartitionLog, LoadReport)> {
+        let now = params.now_ms;
+        let mut report = LoadReport::default();
+        let topic_id = checkpoint::read_partition_metadata(&dir.join(PARTITION_METADATA_FILE))?;
+
+        // 1. Leftovers of deletion, compaction and checkpoint writes.
+        let mut swaps = Vec::new();
+        let mut min_cleaned = i64::MAX;
+        for entry in fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            if name.ends_with(DELETED_SUFFIX) || name.ends_with(".tmp") {
+                remove_if_exists(&path)?;
+            } else if name.ends_with(CLEANED_SUFFIX) {
+                if let Some(b) = parse_base_offset(&name) {
+                    min_cleaned = min_cleaned.min(b);
+                }
+                remove_if_exists(&path)?;
+            } else if name.ends_with(SWAP_SUFFIX) {
+                swaps.push((name, path));
+            }
+        }
+        let mut rebuild_indexes = std::collections::BTreeSet::new();
+        for (name, path) in &swaps {
+            let Some(base) = parse_base_offset(name) else {
+                continue;
+            };
+            if base >= min_cleaned || !name.ends_with(&format!("{LOG_SUFFIX}{SWAP_SUFFIX}")) {
+                // An unfinished split, or an index swap: indexes are rebuilt instead.
+                remove_if_exists(path)?;
+            }
+        }
+        for (name, path) in &swaps {
+            let Some(base) = parse_base_offset(name) else {
+                continue;
+            };
+            if base >= min_cleaned
+                || !name.ends_with(&format!("{LOG_SUFFIX}{SWAP_SUFFIX}"))
+                || !path.exists()
+            {
+                continue;
+            }
+            // The swap replaces every normal segment in [base, its next offset).
+            let file = fs::File::open(path)?;
+            let len = file.metadata()?.len();
+            let mut next = base;
+            walk_headers(&file, 0, len, |h| {
+                next = h.last_offset + 1;
+                std::ops::ControlFlow::Continue(())
+            })?;
+            for other in list_log_bases(dir)? {
+                if other >= base && other < next {
+                    for p in segment_paths(dir, other, "") {
+                        remove_if_exists(&p)?;
+                    }
+                }
+            }
+            for p in &segment_paths(dir, base, "")[1..] {
+                remove_if_exists(p)?;
+            }
+            fs::rename(path, dir.join(file_name(base, LOG_SUFFIX)))?;
+            rebuild_indexes.insert(base);
+        }
+
+        // 2. Segments, and indexes without a segment.
+        let bases = list_log_bases(dir)?;
+        for entry in fs::read_dir(dir)? {
+            let name = entry?.file_name().to_string_lossy().into_owned();
+            if name.ends_with(INDEX_SUFFIX) || name.ends_with(TIME_INDEX_SUFFIX) {
+                if let Some(b) = parse_base_offset(&name) {
+                    if !bases.contains(&b) {
+                        remove_if_exists(&dir.join(&name))?;
+                    }
+                }
+            }
+        }
+        let mut segments = BTreeMap::new();
+        let last_base = bases.last().copied();
+        for &base in &bases {
+            let [_, idx, tidx] = segment_paths(dir, base, "");
+            if !idx.exists() || !tidx.exists() {
+                rebuild_indexes.insert(base);
+            }
+            let active = Some(base) == last_base;
+            let seg = LogSegment::open(dir, base, &config, active, "", now)?;
+            if let Err(e) = seg.sanity_check() {
+                tracing::warn!(partition = %tp, "{e}; rebuilding the index");
+                rebuild_indexes.insert(base);
+            }
+            segments.insert(base, seg);
+        }
+        report.segments = segments.len();
+
+        // 3. Recovery.
+        let mut epochs = LeaderEpochCache::load(dir)?;
+        let recover_from = if params.had_clean_shutdown {
+            i64::MAX
+        } else {
+            let rp = params.recovery_point.unwrap_or(0);
+            // The segment holding the recovery point, and everything after it.
+            segments
+                .range(..=rp)
+                .next_back()
+                .map_or(i64::MIN, |(b, _)| *b)
+        };
+        let mut recovered_next_offset = None;
+        let bases_in_order: Vec<i64> = segments.keys().copied().collect();
+        let mut delete_after: Option<i64> = None;
+        for base in bases_in_order {
+            if delete_after.is_some() {
+                break;
+            }
+            if base < recover_from && !rebuild_indexes.contains(&base) {
+                continue;
+            }
+            let seg = segments.get_mut(&base).expect("listed above");
+            if base >= recover_from {
+                epochs.truncate_from_end(base);
+            }
+            let result = seg.recover(|entry| {
+                if let LogEntry::V2(b) = entry {
+                    if base >= recover_from {
+                        epochs.assign(b.partition_leader_epoch(), b.base_offset());
+                    }
+                }
+            })?;
+            report.recovered_segments += 1;
+            report.truncated_bytes += result.truncated_bytes;
+            recovered_next_offset = Some(result.next_offset);
+            if result.truncated_bytes > 0 {
+                tracing::warn!(
+                    partition = %tp,
+                    segment = base,
+                    bytes = result.truncated_bytes,
+                    "truncated a torn or corrupt tail during recovery"
+                );
+                delete_after = Some(base);
+            }
+        }
+        if let Some(base) = delete_after {
+            let later: Vec<i64> = segments.range(base + 1..).map(|(b, _)| *b).collect();
+            for b in later {
+                if let Some(seg) = segments.remove(&b) {
+                    for p in seg.paths() {
+                        remove_if_exists(&p)?;
+                    }
+                    report.deleted_segments += 1;
+                }
+            }
+        }
+
+        // 4. Offsets.
+        if segments.is_empty() {
+            let base = params.log_start_offset.unwrap_or(0).max(0);
+            segments.insert(base, LogSegment::open(dir, base, &config, true, "", now)?);
+        }
+        let (&last_base, active) = segments
+            .iter_mut()
+            .next_back()
+            .expect("at least one segment");
+        active.on_become_active()?;
+        let log_end_offset = match recovered_next_offset {
+            Some(n)
+                if delete_after == Some(last_base)
+                    || rebuild_indexes.contains(&last_base)
+                    || last_base >= recover_from =>
+            {
+                n.max(last_base)
+            }
+            _ => active.read_next_offset()?,
+        };
+        let first_base = *segments.keys().next().expect("at least one segment");
+        let log_start_offset = params
+            .log_start_offset
+            .unwrap_or(first_base)
+            .max(first_base)
+            .min(log_end_offset);
+        let recovery_point = if params.had_clean_shutdown {
+            log_end_offset
+        } else {
+            params.recovery_point.unwrap_or(0).min(log_end_offset)
+        };
+        epochs.truncate_from_end(log_end_offset);
+        epochs.truncate_from_start(log_start_offset);
+        epochs.flush()?;
+        Ok((
+            PartitionLog {
+                dir: dir.to_path_buf(),
+                tp,
+                topic_id,
+                config,
+                segments,
+                log_end_offset,
+                log_start_offset,
+                recovery_point,
+                high_watermark: log_end_offset,
+                epochs,
+                unflushed_messages: 0,
+                last_flush_ms: now,
+                flush_time: Histogram::default(),
+                pending_deletes: Vec::new(),
+            },
+            report,
+        ))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.tp
+    }
+    pub fn topic_id(&self) -> Option<uuid::Uuid> {
+        self.topic_id
+    }
+    pub fn config(&self) -> &Arc<LogConfig> {
+        &self.config
+    }
+    /// New topic configuration; takes effect for the next append, roll and retention pass.
+    pub fn update_config(&mut self, config: Arc<LogConfig>) {
+        self.config = config;
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+    pub fn leader_epochs(&self) -> &LeaderEpochCache {
+        &self.epochs
+    }
+    pub fn num_segments(&self) -> usize {
+        self.segments.len()
+    }
+    pub fn size_in_bytes(&self) -> u64 {
+        self.segments.values().map(|s| s.size()).sum()
+    }
+    pub fn segment_bases(&self) -> Vec<i64> {
+        self.segments.keys().copied().collect()
+    }
+    pub(crate) fn segments(&self) -> &BTreeMap<i64, LogSegment> {
+        &self.segments
+    }
+    pub(crate) fn segments_mut(&mut self) -> &mut BTreeMap<i64, LogSegment> {
+        &mut self.segments
+    }
+    fn active(&mut self) -> &mut LogSegment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+    fn active_base(&self) -> i64 {
+        *self
+            .segments
+            .keys()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+
+    /// Validates a producer's records, assigns offsets, and appends them (rolling first if
+    /// needed). Flushes when `flush.messages` is reached.
+    pub fn append_as_leader(
+        &mut self,
+        records: Vec<u8>,
+        leader_epoch: i32,
+        now_ms: i64,
+        origin: AppendOrigin,
+    ) -> Result<LogAppendInfo> {
+        let validated = validator::validate_and_assign(
+            records,
+            &self.config,
+            self.log_end_offset,
+            leader_epoch,
+            now_ms,
+            origin,
+        )?;
+        let size = validated.records.len();
+        if size as u64 > self.config.segment_bytes {
+            return Err(LogError::RecordListTooLarge {
+                size,
+                limit: self.config.segment_bytes as usize,
+            });
+        }
+        self.maybe_roll(
+            size as u64,
+            validated.max_timestamp,
+            validated.first_offset,
+            validated.last_offset,
+            now_ms,
+        )?;
+        self.active().append(
+            validated.last_offset,
+            validated.max_timestamp,
+            validated.offset_of_max_timestamp,
+            &validated.records,
+        )?;
+        self.log_end_offset = validated.last_offset + 1;
+        self.high_watermark = self.log_end_offset;
+        if self.epochs.assign(leader_epoch, validated.first_offset) {
+            self.epochs.flush()?;
+        }
+        self.unflushed_messages += validated.record_count as i64;
+        if self.unflushed_messages >= self.config.flush_messages {
+            self.flush(now_ms)?;
+        }
+        Ok(LogAppendInfo {
+            first_offset: validated.first_offset,
+            last_offset: validated.last_offset,
+            max_timestamp: validated.max_timestamp,
+            offset_of_max_timestamp: validated.offset_of_max_timestamp,
+            log_append_time: validated.log_append_time,
+            log_start_offset: self.log_start_offset,
+            record_count: validated.record_count,
+            valid_bytes: size,
+            rebuilt: validated.rebuilt,
+            producer: validated.producer,
+        })
+    }
+
+    /// Appends entries whose offsets are already assigned (the compaction copy, tests of
+    /// recovery). They must start at or after the log end offset.
+    pub fn append_raw(&mut self, records: &[u8], now_ms: i64) -> Result<()> {
+        let mut first = None;
+        let mut last = self.log_end_offset - 1;
+        let mut max_ts = (-1i64, last);
+        for item in weir_record::LogEntries::new(records) {
+            let (_, e) = item.map_err(|e| LogError::CorruptRecord(e.error.to_string()))?;
+            let (b, l, ts) = match &e {
+                LogEntry::V2(b) => (b.base_offset(), b.last_offset(), b.max_timestamp()),
+                LogEntry::Legacy(m) => (m.offset(), m.offset(), m.timestamp()),
+            };
+            if b <= last {
+                return Err(LogError::InvalidRecord(format!(
+                    "offset {b} is not above the log's last offset {last}"
+                )));
+            }
+            first.get_or_insert(b);
+            last = l;
+            if ts > max_ts.0 {
+                max_ts = (ts, l);
+            }
+        }
+        let Some(first) = first else { return Ok(()) };
+        self.maybe_roll(records.len() as u64, max_ts.0, first, last, now_ms)?;
+        self.active().append(last, max_ts.0, max_ts.1, records)?;
+        self.log_end_offset = last + 1;
+        self.high_watermark = self.log_end_offset;
+        Ok(())
+    }
+
+    fn maybe_roll(
+        &mut self,
+        size: u64,
+        max_ts: i64,
+        first_offset: i64,
+        last_offset: i64,
+        now_ms: i64,
+    ) -> Result<()> {
+        let params = RollParams {
+            max_segment_bytes: self.config.segment_bytes,
+            max_segment_ms: self.config.effective_segment_ms(),
+            max_timestamp_in_messages: max_ts,
+            max_offset_in_messages: last_offset,
+            messages_size: size,
+            now_ms,
+        };
+        if self.active().should_roll(&params) {
+            self.roll(Some(first_offset), now_ms)?;
+        }
+        Ok(())
+    }
+
+    /// Starts a new active segment at max(`expected_next_offset`, log end offset).
+    pub fn roll(&mut self, expected_next_offset: Option<i64>, now_ms: i64) -> Result<()> {
+        let new_base = expected_next_offset.unwrap_or(0).max(self.log_end_offset);
+        let active_base = self.active_base();
+        if active_base == new_base {
+            if self.active().is_empty() {
+                return Ok(()); // already an empty segment there
+            }
+            return Err(LogError::Io(io::Error::other(format!(
+                "cannot roll {}: segment {new_base} already exists",
+                self.tp
+            ))));
+        }
+        if self.active().is_empty() {
+            // An empty active segment is replaced rather than kept behind the new one.
+            let seg = self.segments.remove(&active_base).expect("active exists");
+            for p in seg.paths() {
+                remove_if_exists(&p)?;
+            }
+        } else {
+            self.active().on_become_inactive()?;
+        }
+        let seg = LogSegment::open(&self.dir, new_base, &self.config, true, "", now_ms)?;
+        self.segments.insert(new_base, seg);
+        Ok(())
+    }
+
+    /// Durably writes every segment up to the log end offset and moves the recovery point
+    /// there.
+    pub fn flush(&mut self, now_ms: i64) -> Result<()> {
+        self.flush_up_to(self.log_end_offset, now_ms)
+    }
+
+    /// Durably writes the segments holding offsets below `offset` from the recovery point.
+    pub fn flush_up_to(&mut self, offset: i64, now_ms: i64) -> Result<()> {
+        if offset <= self.recovery_point && self.unflushed_messages == 0 {
+            return Ok(());
+        }
+        let start = Instant::now();
+        let from = self
+            .segments
+            .range(..=self.recovery_point)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        for (_, seg) in self.segments.range(from..offset.max(from + 1)) {
+            seg.flush()?;
+        }
+        self.flush_time.record(start.elapsed().as_micros() as u64);
+        if offset > self.recovery_point {
+            self.recovery_point = offset.min(self.log_end_offset);
+        }
+        if offset >= self.log_end_offset {
+            self.unflushed_messages = 0;
+        }
+        self.last_flush_ms = now_ms;
+        Ok(())
+    }
+
+    /// Flushes if `flush.ms` has passed since the last flush, or if rolled segments are
+    /// still unflushed (Kafka flushes a rolled segment in the background).
+    pub fn maybe_flush_on_schedule(&mut self, now_ms: i64) -> Result<bool> {
+        let active = self.active_base();
+        if self.recovery_point < active {
+            self.flush_up_to(active, now_ms)?;
+        }
+        if self.unflushed_messages > 0 && now_ms - self.last_flush_ms >= self.config.flush_ms {
+            self.flush(now_ms)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Reads from `offset`: a slice of the segment holding it, at most `max_bytes` (the
+    /// whole first batch when `min_one_message`), not past `max_offset` (exclusive: the
+    /// high watermark for consumers). Out of range below the log start or above the end.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_message: bool,
+    ) -> Result<FetchData> {
+        let out_of_range = || LogError::OffsetOutOfRange {
+            offset,
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+        };
+        if offset < self.log_start_offset || offset > self.log_end_offset {
+            return Err(out_of_range());
+        }
+        let mut data = FetchData {
+            slice: None,
+            high_watermark: self.high_watermark,
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+        };
+        let max_offset = max_offset.min(self.log_end_offset);
+        if offset >= max_offset {
+            return Ok(data);
+        }
+        let from = self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        let bound_base = self
+            .segments
+            .range(..=max_offset)
+            .next_back()
+            .map(|(b, _)| *b);
+        for (&base, seg) in self.segments.range(from..) {
+            if base >= max_offset {
+                break;
+            }
+            let max_position = if max_offset >= self.log_end_offset || Some(base) != bound_base {
+                seg.size()
+            } else {
+                seg.position_of(max_offset)?
+            };
+            if let Some(slice) = seg.read(offset, max_bytes, max_position, min_one_message)? {
+                data.slice = Some(slice);
+                return Ok(data);
+            }
+        }
+        Ok(data)
+    }
+
+    /// ListOffsets: the first offset whose record timestamp is ≥ `timestamp`, with that
+    /// timestamp; -2 gives the log start, -1 the log end, -3 the record with the largest
+    /// timestamp. `None` when no record is that recent.
+    pub fn offset_for_timestamp(&mut self, timestamp: i64) -> Result<Option<TimestampOffset>> {
+        match timestamp {
+            EARLIEST_TIMESTAMP => {
+                return Ok(Some(TimestampOffset {
+                    timestamp: -1,
+                    offset: self.log_start_offset,
+                }))
+            }
+            LATEST_TIMESTAMP => {
+                return Ok(Some(TimestampOffset {
+                    timestamp: -1,
+                    offset: self.log_end_offset,
+                }))
+            }
+            MAX_TIMESTAMP => return self.max_timestamp_record(),
+            _ => {}
+        }
+        let start = self.log_start_offset;
+        for seg in self.segments.values_mut() {
+            if seg.max_timestamp_so_far().timestamp < timestamp {
+                continue;
+            }
+            if let Some(found) = seg.find_offset_by_timestamp(timestamp, start)? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    fn max_timestamp_record(&mut self) -> Result<Option<TimestampOffset>> {
+        let mut best: Option<(i64, i64)> = None; // (timestamp, segment base)
+        let start = self.log_start_offset;
+        for (&base, seg) in self.segments.iter_mut() {
+            let m = seg.max_timestamp_so_far();
+            if m.timestamp >= 0 && m.offset >= start && best.is_none_or(|(t, _)| m.timestamp > t) {
+                best = Some((m.timestamp, base));
+            }
+        }
+        let Some((ts, base)) = best else {
+            return Ok(None);
+        };
+        let seg = self.segments.get(&base).expect("found above");
+        Ok(seg.find_offset_by_timestamp(ts, start)?)
+    }
+
+    /// Removes everything at or after `offset` (a no-op at or past the log end). The batch
+    /// holding `offset` is removed whole, so the log end offset becomes that batch's base
+    /// (offsets stay contiguous; Kafka truncates at batch boundaries in practice).
+    pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<()> {
+        if offset >= self.log_end_offset {
+            return Ok(());
+        }
+        let first_base = *self
+            .segments
+            .keys()
+            .next()
+            .expect("a log always has a segment");
+        if offset < first_base {
+            return self.truncate_fully_and_start_at(offset.max(0), now_ms);
+        }
+        let later: Vec<i64> = self.segments.range(offset + 1..).map(|(b, _)| *b).collect();
+        let keep_base = self.segments.range(..=offset).next_back().map(|(b, _)| *b);
+        for b in later {
+            if Some(b) == keep_base {
+                continue;
+            }
+            if let Some(seg) = self.segments.remove(&b) {
+                for p in seg.paths() {
+                    remove_if_exists(&p)?;
+                }
+            }
+        }
+        let seg = self.active();
+        seg.truncate_to(offset)?;
+        seg.on_become_active()?;
+        // The batch holding `offset` goes whole, so the log now ends where it began.
+        let offset = seg.read_next_offset()?;
+        self.log_end_offset = offset;
+        self.high_watermark = self.high_watermark.min(offset);
+        self.recovery_point = self.recovery_point.min(offset);
+        self.log_start_offset = self.log_start_offset.min(offset);
+        if self.epochs.truncate_from_end(offset) {
+            self.epochs.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Deletes every segment and starts empty at `offset`.
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64, now_ms: i64) -> Result<()> {
+        for (_, seg) in std::mem::take(&mut self.segments) {
+            for p in seg.paths() {
+                remove_if_exists(&p)?;
+            }
+        }
+        self.segments.insert(
+            offset,
+            LogSegment::open(&self.dir, offset, &self.config, true, "", now_ms)?,
+        );
+        self.log_end_offset = offset;
+        self.log_start_offset = offset;
+        self.high_watermark = offset;
+        self.recovery_point = offset;
+        self.epochs.truncate_from_end(0);
+        self.epochs.flush()?;
+        Ok(())
+    }
+
+    /// DeleteRecords: moves the log start offset up to `offset` (at most the high
+    /// watermark). Segments wholly below it go at the next retention pass.
+    pub fn delete_records_before(&mut self, offset: i64) -> Result<i64> {
+        if offset > self.high_watermark || offset < 0 {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: self.high_watermark,
+            });
+        }
+        if offset > self.log_start_offset {
+            self.log_start_offset = offset;
+            if self.epochs.truncate_from_start(offset) {
+                self.epochs.flush()?;
+            }
+        }
+        Ok(self.log_start_offset)
+    }
+
+    /// One retention pass: segments past `retention.ms` (by their largest record
+    /// timestamp) or beyond `retention.bytes` (with the delete policy), and segments wholly
+    /// below the log start offset. Returns how many segments were removed.
+    pub fn delete_old_segments(&mut self, now_ms: i64) -> Result<usize> {
+        let config = self.config.clone();
+        let mut deleted = self.delete_segments_while(now_ms, |log, base, _next| {
+            let next = log.segments.range(base + 1..).next().map(|(b, _)| *b);
+            next.is_some_and(|n| n <= log.log_start_offset)
+        })?;
+        if config.cleanup_policy.deletes() {
+            if config.retention_bytes >= 0 {
+                let mut diff = self.size_in_bytes() as i64 - config.retention_bytes;
+                if diff > 0 {
+                    deleted += self.delete_segments_while(now_ms, |log, base, _| {
+                        let size = log.segments[&base].size() as i64;
+                        if diff - size >= 0 {
+                            diff -= size;
+                            true
+                        } else {
+                            false
+                        }
+                    })?;
+                }
+            }
+            if config.retention_ms >= 0 {
+                deleted += self.delete_segments_while(now_ms, |log, base, _| {
+                    let seg = log
+                        .segments
+                        .get_mut(&base)
+                        .expect("walking existing segments");
+                    now_ms - seg.largest_timestamp() > config.retention_ms
+                })?;
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Deletes segments from the oldest while `pred` holds and everything in them is below
+    /// the high watermark. The last (empty) segment is never deleted; if every segment
+    /// goes, a new one is rolled first.
+    fn delete_segments_while(
+        &mut self,
+        now_ms: i64,
+        mut pred: impl FnMut(&mut Self, i64, Option<i64>) -> bool,
+    ) -> Result<usize> {
+        let mut doomed = Vec::new();
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        for (i, &base) in bases.iter().enumerate() {
+            let next = bases.get(i + 1).copied();
+            let upper = next.unwrap_or(self.log_end_offset);
+            let last_and_empty = next.is_none() && self.segments[&base].is_empty();
+            if self.high_watermark >= upper && !last_and_empty && pred(self, base, next) {
+                doomed.push(base);
+            } else {
+                break;
+            }
+        }
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        if doomed.len() == self.segments.len() {
+            self.roll(None, now_ms)?;
+        }
+        let delay = self.config.file_delete_delay_ms;
+        for base in &doomed {
+            let mut seg = self.segments.remove(base).expect("doomed segments exist");
+            seg.change_suffix("", DELETED_SUFFIX)?;
+            for p in seg.paths() {
+                self.pending_deletes.push((p, now_ms + delay));
+            }
+        }
+        let first = *self.segments.keys().next().expect("a segment remains");
+        if first > self.log_start_offset {
+            self.log_start_offset = first;
+            if self.epochs.truncate_from_start(first) {
+                self.epochs.flush()?;
+            }
+        }
+        tracing::info!(partition = %self.tp, segments = doomed.len(), log_start_offset = self.log_start_offset, "deleted old segments");
+        Ok(doomed.len())
+    }
+
+    /// Removes `.deleted` files whose delay has passed.
+    pub fn remove_due_files(&mut self, now_ms: i64) -> Result<usize> {
+        let mut removed = 0;
+        let mut keep = Vec::new();
+        for (p, due) in std::mem::take(&mut self.pending_deletes) {
+            if due <= now_ms {
+                remove_if_exists(&p)?;
+                removed += 1;
+            } else {
+                keep.push((p, due));
+            }
+        }
+        self.pending_deletes = keep;
+        Ok(removed)
+    }
+
+    /// Before a clean shutdown: final time-index entry, indexes trimmed, everything flushed.
+    pub fn close(&mut self, now_ms: i64) -> Result<()> {
+        self.flush(now_ms)?;
+        self.active().on_become_inactive()?;
+        self.active().flush()?;
+        self.epochs.flush()?;
+        let due: Vec<PathBuf> = self.pending_deletes.drain(..).map(|(p, _)| p).collect();
+        for p in due {
+            remove_if_exists(&p)?;
+        }
+        Ok(())
+    }
+
+    /// Removes the partition directory's contents (DeleteTopics): the caller has renamed
+    /// the directory out of the way first.
+    pub fn delete_all_files(self) -> Result<()> {
+        fs::remove_dir_all(&self.dir)?;
+        Ok(())
+    }
+
+    /// Renames the directory (e.g. to `<topic>-<p>.<uuid>-delete`) and keeps working from
+    /// there.
+    pub fn rename_dir(&mut self, to: &Path) -> Result<()> {
+        fs::rename(&self.dir, to)?;
+        self.dir = to.to_path_buf();
+        Ok(())
+    }
+
+    /// A metrics snapshot (the cleaner fields are filled by the cleaner manager).
+    pub fn metrics(&self) -> LogMetrics {
+        LogMetrics {
+            size_bytes: self.size_in_bytes(),
+            num_segments: self.segments.len(),
+            index_bytes: self
+                .segments
+                .values()
+                .map(|s| s.index_size_in_bytes())
+                .sum(),
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+            high_watermark: self.high_watermark,
+            recovery_point: self.recovery_point,
+            cleaner_dirty_bytes: 0,
+            cleaner_lag_ms: 0,
+            flush_time: self.flush_time.clone(),
+        }
+    }
+
+    /// Replaces the segments `old` (consecutive bases) with `new`, written with the
+    /// `.cleaned` suffix, the way compaction does: `.cleaned` → `.swap`, old files →
+    /// `.deleted`, `.swap` → final names. A crash at any step recovers on load.
+    pub(crate) fn replace_segments(
+        &mut self,
+        mut new: LogSegment,
+        old: &[i64],
+        now_ms: i64,
+        crash: Option<crate::cleaner::CrashPoint>,
+    ) -> Result<()> {
+        use crate::cleaner::CrashPoint;
+        new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)?;
+        if crash == Some(CrashPoint::AfterSwap) {
+            return Ok(());
+        }
+        let delay = self.config.file_delete_delay_ms;
+        for base in old {
+            if let Some(mut seg) = self.segments.remove(base) {
+                seg.change_suffix("", DELETED_SUFFIX)?;
+                for p in seg.paths() {
+                    self.pending_deletes.push((p, now_ms + delay));
+                }
+            }
+        }
+        if crash == Some(CrashPoint::AfterDeleted) {
+            return Ok(());
+        }
+        new.change_suffix(SWAP_SUFFIX, "")?;
+        self.segments.insert(new.base_offset(), new);
+        Ok(())
+    }
+}
+
+/// The base offsets of the `.log` files in `dir`, ascending.
+fn list_log_bases(dir: &Path) -> io::Result<Vec<i64>> {
+    let mut bases = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name.len() == 20 + LOG_SUFFIX.len() && name.ends_with(LOG_SUFFIX) {
+            if let Some(b) = parse_base_offset(&name) {
+                bases.push(b);
+            }
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}

@@ -1,0 +1,235 @@
+//! PartitionLog behaviour a broker relies on: offsets, reads, rolls, lookups, truncation,
+//! DeleteRecords, retention, and reopening after clean and unclean shutdowns.
+
+mod common;
+
+use common::*;
+use weir_log::{AppendOrigin, LoadParams, LogConfig, PartitionLog, TopicPartition};
+use weir_record::Compression;
+
+fn open(
+    dir: &std::path::Path,
+    config: std::sync::Arc<LogConfig>,
+    clean: bool,
+    rp: Option<i64>,
+) -> PartitionLog {
+    let params = LoadParams {
+        recovery_point: rp,
+        log_start_offset: None,
+        had_clean_shutdown: clean,
+        now_ms: NOW,
+    };
+    PartitionLog::open(dir, TopicPartition::new("t", 0), config, params)
+        .unwrap()
+        .0
+}
+
+#[test]
+fn appends_assign_contiguous_offsets_across_rolls_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("t-0");
+    let mut log = PartitionLog::create(
+        &pdir,
+        TopicPartition::new("t", 0),
+        uuid::Uuid::new_v4(),
+        small_config(),
+        NOW,
+    )
+    .unwrap();
+    let mut expected = Vec::new();
+    for i in 0..60 {
+        let codec = Compression::ALL[i % 5];
+        let info = log
+            .append_as_leader(
+                simple_batch(codec, 7, &format!("b{i}"), NOW + i as i64 * 10),
+                0,
+                NOW,
+                AppendOrigin::Client,
+            )
+            .unwrap();
+        assert_eq!(info.first_offset, i as i64 * 7);
+        assert_eq!(info.last_offset, i as i64 * 7 + 6);
+        for j in 0..7 {
+            expected.push((
+                format!("k{j}").into_bytes(),
+                format!("b{i}-{j}").into_bytes(),
+            ));
+        }
+    }
+    assert!(
+        log.num_segments() > 3,
+        "small segments roll: {}",
+        log.num_segments()
+    );
+    assert_eq!(log.log_end_offset(), 420);
+    let got = read_all(&log);
+    assert_eq!(got.len(), 420);
+    for (i, r) in got.iter().enumerate() {
+        assert_eq!(r.offset, i as i64);
+        assert_eq!(r.key.as_deref(), Some(expected[i].0.as_slice()));
+        assert_eq!(r.value.as_deref(), Some(expected[i].1.as_slice()));
+    }
+    // Reading from the middle of a batch returns the batch that holds the offset.
+    let data = log.read(100, 1, i64::MAX, true).unwrap();
+    let recs = decode(&data.slice.unwrap().read_to_vec().unwrap());
+    assert!(recs.first().unwrap().offset <= 100 && recs.last().unwrap().offset >= 100);
+    // Out of range.
+    assert!(log.read(421, 100, i64::MAX, true).is_err());
+    assert!(log.read(420, 100, i64::MAX, true).unwrap().slice.is_none());
+
+    // Clean restart: same records, nothing rescanned.
+    log.close(NOW).unwrap();
+    drop(log);
+    let log = open(&pdir, small_config(), true, None);
+    assert_eq!(log.log_end_offset(), 420);
+    assert_eq!(read_all(&log), got);
+}
+
+#[test]
+fn timestamps_truncation_delete_records_and_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("t-0");
+    let mut log = PartitionLog::create(
+        &pdir,
+        TopicPartition::new("t", 0),
+        uuid::Uuid::new_v4(),
+        small_config(),
+        NOW,
+    )
+    .unwrap();
+    for i in 0..40 {
+        log.append_as_leader(
+            simple_batch(Compression::None, 5, "v", 1000 + i * 100),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap();
+    }
+    // record i has timestamp 1000 + (i/5)*100 + i%5
+    let hit = log.offset_for_timestamp(1502).unwrap().unwrap();
+    assert_eq!((hit.offset, hit.timestamp), (27, 1502));
+    let hit = log.offset_for_timestamp(1505).unwrap().unwrap();
+    assert_eq!((hit.offset, hit.timestamp), (30, 1600));
+    assert!(log.offset_for_timestamp(99_999).unwrap().is_none());
+    let max = log.offset_for_timestamp(-3).unwrap().unwrap();
+    assert_eq!((max.offset, max.timestamp), (199, 1000 + 39 * 100 + 4));
+    assert_eq!(log.offset_for_timestamp(-2).unwrap().unwrap().offset, 0);
+    assert_eq!(log.offset_for_timestamp(-1).unwrap().unwrap().offset, 200);
+
+    log.truncate_to(123, NOW).unwrap();
+    assert_eq!(
+        log.log_end_offset(),
+        120,
+        "truncation drops the whole batch holding 123"
+    );
+    let got = read_all(&log);
+    assert_eq!(got.len(), 120);
+    assert!(log.offset_for_timestamp(1502).unwrap().is_some());
+    assert!(
+        log.offset_for_timestamp(3400).unwrap().is_none(),
+        "truncated records are gone"
+    );
+    let info = log
+        .append_as_leader(
+            simple_batch(Compression::Lz4, 3, "new", 5000),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap();
+    assert_eq!(info.first_offset, 120);
+
+    // DeleteRecords moves the log start; retention then removes whole segments below it.
+    let segments_before = log.num_segments();
+    assert_eq!(log.delete_records_before(61).unwrap(), 61);
+    assert!(
+        log.read(60, 100, i64::MAX, true).is_err(),
+        "below the log start is out of range"
+    );
+    assert_eq!(read_all(&log).first().unwrap().offset, 61);
+    let raw = log
+        .read(61, 1, i64::MAX, true)
+        .unwrap()
+        .slice
+        .unwrap()
+        .read_to_vec()
+        .unwrap();
+    assert_eq!(
+        decode(&raw)[0].offset,
+        60,
+        "the batch holding 61 starts at 60"
+    );
+    assert!(log.delete_old_segments(NOW).unwrap() > 0);
+    assert!(log.num_segments() < segments_before);
+    assert_eq!(log.log_start_offset(), 61);
+    assert!(
+        log.delete_records_before(1000).is_err(),
+        "beyond the high watermark"
+    );
+
+    // Size retention keeps at most retention.bytes (whole segments, oldest first).
+    let mut cfg = (**log.config()).clone();
+    cfg.retention_bytes = 2000;
+    log.update_config(std::sync::Arc::new(cfg));
+    log.delete_old_segments(NOW).unwrap();
+    assert!(
+        log.size_in_bytes() <= 2000 + 1024,
+        "size {}",
+        log.size_in_bytes()
+    );
+    // Time retention by record timestamps: everything is older than a day after NOW.
+    let mut cfg = (**log.config()).clone();
+    cfg.retention_ms = 1000;
+    log.update_config(std::sync::Arc::new(cfg));
+    log.delete_old_segments(NOW).unwrap();
+    assert_eq!(log.num_segments(), 1, "only a fresh active segment remains");
+    assert_eq!(log.log_start_offset(), 123);
+    assert_eq!(log.log_end_offset(), 123);
+    assert!(read_all(&log).is_empty());
+}
+
+#[test]
+fn unclean_restart_recovers_and_truncates_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("t-0");
+    let mut log = PartitionLog::create(
+        &pdir,
+        TopicPartition::new("t", 0),
+        uuid::Uuid::new_v4(),
+        small_config(),
+        NOW,
+    )
+    .unwrap();
+    for i in 0..30 {
+        log.append_as_leader(
+            simple_batch(Compression::Snappy, 4, &format!("x{i}"), NOW),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap();
+    }
+    let before = read_all(&log);
+    let active = *log.segment_bases().last().unwrap();
+    drop(log); // a crash: no close, no flush
+               // A torn write: half a batch and some garbage at the end of the active segment.
+    let seg = pdir.join(format!("{active:020}.log"));
+    let half = simple_batch(Compression::None, 3, "torn", NOW);
+    let mut f = std::fs::OpenOptions::new().append(true).open(&seg).unwrap();
+    std::io::Write::write_all(&mut f, &half[..half.len() / 2]).unwrap();
+    // And a lost index.
+    std::fs::remove_file(pdir.join(format!("{active:020}.index"))).unwrap();
+    let mut log = open(&pdir, small_config(), false, Some(0));
+    assert_eq!(read_all(&log), before);
+    assert_eq!(log.log_end_offset(), 120);
+    let info = log
+        .append_as_leader(
+            simple_batch(Compression::None, 2, "after", NOW),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap();
+    assert_eq!(info.first_offset, 120);
+}
