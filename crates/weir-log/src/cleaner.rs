@@ -8,6 +8,7 @@
 
 use std::io;
 use std::ops::ControlFlow;
+use std::sync::{Mutex, MutexGuard};
 
 use weir_record::{
     BatchBuilder, Compression, Header, LogEntry, Record, RecordBatch,
@@ -229,10 +230,46 @@ pub enum CrashPoint {
     AfterDeleted,
 }
 
+/// What the cleaner needs of a segment, taken under the log's lock so the rest of the
+/// pass can read the (immutable, inactive) segment files without it.
+#[derive(Debug, Clone)]
+struct SegmentSnapshot {
+    base: i64,
+    file: std::sync::Arc<std::fs::File>,
+    size: u64,
+    next_offset: i64,
+    offset_index_bytes: usize,
+    time_index_bytes: usize,
+    last_modified_ms: i64,
+}
+
+fn snapshot(log: &PartitionLog, below: i64) -> Result<Vec<SegmentSnapshot>> {
+    let mut out = Vec::new();
+    for (&base, seg) in log.segments().range(..below) {
+        out.push(SegmentSnapshot {
+            base,
+            file: seg.log_file().clone(),
+            size: seg.size(),
+            next_offset: seg.read_next_offset()?,
+            offset_index_bytes: seg.offset_index().size_in_bytes(),
+            time_index_bytes: seg.time_index().size_in_bytes(),
+            last_modified_ms: seg.last_modified_ms(),
+        });
+    }
+    Ok(out)
+}
+
+fn lock(log: &Mutex<PartitionLog>) -> Result<MutexGuard<'_, PartitionLog>> {
+    log.lock()
+        .map_err(|_| LogError::Offline("the log's lock was poisoned by a panic".into()))
+}
+
 /// One compaction pass over `log` from `first_dirty` to `first_uncleanable`, using `map`
-/// (cleared first). Returns the new checkpoint in the stats.
+/// (cleared first). The log's lock is held only to take a snapshot of the segments and to
+/// swap each cleaned group in; reading and writing happen without it, so producers keep
+/// appending to the active segment meanwhile. Returns the new checkpoint in the stats.
 pub fn clean(
-    log: &mut PartitionLog,
+    log: &Mutex<PartitionLog>,
     map: &mut OffsetMap,
     first_dirty: i64,
     first_uncleanable: i64,
@@ -243,7 +280,7 @@ pub fn clean(
 
 #[doc(hidden)]
 pub fn clean_with_crash(
-    log: &mut PartitionLog,
+    log: &Mutex<PartitionLog>,
     map: &mut OffsetMap,
     first_dirty: i64,
     first_uncleanable: i64,
@@ -252,19 +289,24 @@ pub fn clean_with_crash(
 ) -> Result<CleanStats> {
     map.clear();
     let mut stats = CleanStats::default();
+    let (segments, config, dir) = {
+        let log = lock(log)?;
+        let active = *log
+            .segments()
+            .keys()
+            .next_back()
+            .expect("a log has a segment");
+        (
+            snapshot(&log, first_uncleanable.min(active))?,
+            log.config().clone(),
+            log.dir().to_path_buf(),
+        )
+    };
     // 1. The offset map over the dirty range, stopping when it is full.
-    let dirty: Vec<i64> = log
-        .segments()
-        .keys()
-        .copied()
-        .filter(|b| *b < first_uncleanable)
-        .collect();
     let mut end_offset = first_dirty;
-    'segments: for base in dirty {
-        let seg = &log.segments()[&base];
-        let file = seg.log_file().clone();
+    for seg in segments.iter().filter(|s| s.next_offset > first_dirty) {
         let mut full = false;
-        walk_entries(&file, 0, seg.size(), |_, entry| {
+        walk_entries(&seg.file, 0, seg.size, |_, entry| {
             let (first, last) = entry_offsets(&entry);
             if last < first_dirty {
                 return Ok(ControlFlow::Continue(()));
@@ -300,11 +342,15 @@ pub fn clean_with_crash(
             Ok(ControlFlow::Continue(()))
         })?;
         if full {
-            break 'segments;
+            break;
         }
     }
     if end_offset <= first_dirty {
-        if map.is_full() || map.capacity < 2 {
+        if map.is_empty()
+            && segments
+                .iter()
+                .any(|s| s.next_offset > first_dirty && s.size > 0)
+        {
             return Err(LogError::Io(io::Error::other(
                 "log.cleaner.dedupe.buffer.size is too small to hold one batch's keys",
             )));
@@ -315,43 +361,45 @@ pub fn clean_with_crash(
     stats.end_offset = end_offset;
 
     // 2. Group segments from the log start up to the end offset and rewrite each group.
-    let config = log.config().clone();
-    let bases: Vec<i64> = log
-        .segments()
-        .keys()
-        .copied()
-        .filter(|&b| b < end_offset)
-        .collect();
-    let mut groups: Vec<Vec<i64>> = Vec::new();
-    for base in bases {
-        let seg = &log.segments()[&base];
+    let mut groups: Vec<Vec<&SegmentSnapshot>> = Vec::new();
+    for seg in segments.iter().filter(|s| s.base < end_offset) {
         if let Some(group) = groups.last_mut() {
-            let first = &log.segments()[&group[0]];
-            let size: u64 = group.iter().map(|b| log.segments()[b].size()).sum();
-            let idx: usize = group
-                .iter()
-                .map(|b| log.segments()[b].offset_index().size_in_bytes())
-                .sum();
-            let tidx: usize = group
-                .iter()
-                .map(|b| log.segments()[b].time_index().size_in_bytes())
-                .sum();
-            let next = seg.read_next_offset()?;
-            if size + seg.size() <= config.segment_bytes
-                && idx + seg.offset_index().size_in_bytes() <= config.segment_index_bytes as usize
-                && tidx + seg.time_index().size_in_bytes() <= config.segment_index_bytes as usize
-                && next - first.base_offset() <= i32::MAX as i64
+            let size: u64 = group.iter().map(|s| s.size).sum();
+            let idx: usize = group.iter().map(|s| s.offset_index_bytes).sum();
+            let tidx: usize = group.iter().map(|s| s.time_index_bytes).sum();
+            if size + seg.size <= config.segment_bytes
+                && idx + seg.offset_index_bytes <= config.segment_index_bytes as usize
+                && tidx + seg.time_index_bytes <= config.segment_index_bytes as usize
+                && seg.next_offset - group[0].base <= i32::MAX as i64
             {
-                group.push(base);
+                group.push(seg);
                 continue;
             }
         }
-        groups.push(vec![base]);
+        groups.push(vec![seg]);
     }
     for group in groups {
-        clean_group(
-            log, map, &group, end_offset, now_ms, &config, &mut stats, crash,
-        )?;
+        let cleaned = clean_group(&dir, map, &group, end_offset, now_ms, &config, &mut stats)?;
+        if crash == Some(CrashPoint::AfterCleaned) {
+            break;
+        }
+        let mut log = lock(log)?;
+        // Retention or truncation may have removed or changed segments meanwhile; then this
+        // group's work is dropped and the pass ends short of its goal.
+        let unchanged = group.iter().all(|s| {
+            log.segments()
+                .get(&s.base)
+                .is_some_and(|seg| seg.size() == s.size)
+        });
+        if !unchanged {
+            for p in cleaned.paths() {
+                let _ = std::fs::remove_file(p);
+            }
+            stats.end_offset = group[0].base.max(first_dirty);
+            break;
+        }
+        let bases: Vec<i64> = group.iter().map(|s| s.base).collect();
+        log.replace_segments(cleaned, &bases, now_ms, crash)?;
         if crash.is_some() {
             break;
         }
@@ -370,36 +418,30 @@ fn is_control(entry: &LogEntry<'_>) -> bool {
     matches!(entry, LogEntry::V2(b) if b.is_control())
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Writes the surviving records of `group` into a new `.cleaned` segment.
 fn clean_group(
-    log: &mut PartitionLog,
+    dir: &std::path::Path,
     map: &OffsetMap,
-    group: &[i64],
+    group: &[&SegmentSnapshot],
     end_offset: i64,
     now_ms: i64,
     config: &crate::config::LogConfig,
     stats: &mut CleanStats,
-    crash: Option<CrashPoint>,
-) -> Result<()> {
-    let dir = log.dir().to_path_buf();
-    let first = group[0];
+) -> Result<LogSegment> {
+    let first = group[0].base;
     // Leftovers of an earlier failed attempt.
-    for p in crate::log::segment_paths(&dir, first, CLEANED_SUFFIX) {
+    for p in crate::log::segment_paths(dir, first, CLEANED_SUFFIX) {
         let _ = std::fs::remove_file(p);
     }
-    let mut cleaned = LogSegment::open(&dir, first, config, true, CLEANED_SUFFIX, now_ms)?;
+    let mut cleaned = LogSegment::open(dir, first, config, true, CLEANED_SUFFIX, now_ms)?;
     // Legacy (v0/v1) tombstones go by the age of the segment holding them.
     let legacy_horizon = now_ms - config.delete_retention_ms;
-    let mut last_modified = 0;
-    for base in group {
-        let seg = &log.segments()[base];
-        last_modified = seg.last_modified_ms();
-        let retain_legacy_deletes = last_modified > legacy_horizon;
-        let file = seg.log_file().clone();
+    for seg in group {
+        let retain_legacy_deletes = seg.last_modified_ms > legacy_horizon;
         let mut out: Vec<u8> = Vec::new();
         let mut out_last = -1i64;
         let mut out_max_ts = (-1i64, -1i64);
-        walk_entries(&file, 0, seg.size(), |_, entry| {
+        walk_entries(&seg.file, 0, seg.size, |_, entry| {
             stats.bytes_read += entry.size_in_bytes() as u64;
             let (_, last) = entry_offsets(&entry);
             if let Some(kept) = filter_entry(
@@ -443,11 +485,8 @@ fn clean_group(
     }
     cleaned.on_become_inactive()?;
     cleaned.flush()?;
-    cleaned.set_last_modified(last_modified)?;
-    if crash == Some(CrashPoint::AfterCleaned) {
-        return Ok(());
-    }
-    log.replace_segments(cleaned, group, now_ms, crash)
+    cleaned.set_last_modified(group.last().map_or(now_ms, |s| s.last_modified_ms))?;
+    Ok(cleaned)
 }
 
 enum Kept {

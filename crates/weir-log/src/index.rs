@@ -50,7 +50,7 @@ impl IndexFile {
             entry_size,
             entries: if new_file { 0 } else { entries },
             max_entries: 0,
-            partial_entry: len % entry_size != 0,
+            partial_entry: !len.is_multiple_of(entry_size),
         };
         if new_file || active {
             index.resize(capacity.max(index.entries * entry_size))?;

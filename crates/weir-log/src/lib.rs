@@ -22,6 +22,7 @@ pub mod epoch;
 pub mod error;
 pub mod index;
 pub mod log;
+pub mod manager;
 pub mod metrics;
 pub mod segment;
 pub mod validator;
@@ -31,6 +32,7 @@ use std::fmt;
 pub use config::{CleanupPolicy, ConfigError, LogConfig, TopicCompression};
 pub use error::{LogError, Result};
 pub use log::{FetchData, LoadParams, LoadReport, LogAppendInfo, PartitionLog};
+pub use manager::{LogManager, LogManagerConfig, SharedLog, StartupReport};
 pub use segment::{FileSlice, LogSegment};
 pub use validator::AppendOrigin;
 

@@ -6,7 +6,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use common::*;
 use weir_log::cleaner::{self, CrashPoint, OffsetMap};
@@ -81,8 +81,10 @@ fn latest_by_key(recs: &[Rec]) -> BTreeMap<Vec<u8>, Rec> {
     m
 }
 
-fn pass(log: &mut PartitionLog, checkpoint: Option<i64>, now: i64, map: &mut OffsetMap) -> i64 {
-    let c = cleaner::cleanability(log, checkpoint, now);
+/// One full pass as the manager runs it: measure, then clean (the cleaner takes the
+/// log's lock itself).
+fn pass(log: &Mutex<PartitionLog>, checkpoint: Option<i64>, now: i64, map: &mut OffsetMap) -> i64 {
+    let c = cleaner::cleanability(&mut log.lock().unwrap(), checkpoint, now);
     cleaner::clean(
         log,
         map,
@@ -100,27 +102,20 @@ fn compaction_keeps_the_latest_value_of_every_key() {
     let pdir = dir.path().join("cmp-0");
     let (mut log, all) = write_keyed(&pdir, compact_config(), 300, 25);
     log.roll(None, NOW).unwrap(); // everything but an empty active segment is cleanable
-    let before_segments = log.num_segments();
     let size_before = log.size_in_bytes();
     let c = cleaner::cleanability(&mut log, None, NOW);
     assert!(c.is_cleanable(0.5), "{c:?}");
+    let log = Mutex::new(log);
     let mut map = OffsetMap::new(1 << 20);
-    let stats = cleaner::clean(
-        &mut log,
-        &mut map,
-        c.first_dirty_offset,
-        c.first_uncleanable_offset,
-        NOW,
-    )
-    .unwrap();
-    assert_eq!(stats.end_offset, log.log_end_offset());
+    let end = pass(&log, None, NOW, &mut map);
+    let mut log = log.into_inner().unwrap();
+    assert_eq!(end, log.log_end_offset());
     assert!(
         log.size_in_bytes() < size_before / 2,
         "{} -> {}",
         size_before,
         log.size_in_bytes()
     );
-    let _ = before_segments; // groups are sized by the pre-clean segments, so the count may not drop yet
 
     let kept = read_all(&log);
     // Offsets never change: every kept record is the record that had that offset.
@@ -129,12 +124,8 @@ fn compaction_keeps_the_latest_value_of_every_key() {
         assert_eq!(by_offset[&r.offset], r);
     }
     // Exactly the latest record of every key is left (tombstones included, within their horizon).
-    let latest = latest_by_key(&all);
-    let want: Vec<Rec> = {
-        let mut v: Vec<Rec> = latest.values().cloned().collect();
-        v.sort_by_key(|r| r.offset);
-        v
-    };
+    let mut want: Vec<Rec> = latest_by_key(&all).into_values().collect();
+    want.sort_by_key(|r| r.offset);
     assert_eq!(kept, want);
     // kafka-python reads the compacted files the same (batches with gaps, empty batches).
     if let Some(py) = kafka_python_records(&pdir) {
@@ -143,7 +134,9 @@ fn compaction_keeps_the_latest_value_of_every_key() {
     // After the delete horizon, the next pass drops the tombstones.
     let later = NOW + 60_001;
     log.roll(None, later).unwrap();
-    pass(&mut log, None, later, &mut map);
+    let log = Mutex::new(log);
+    pass(&log, None, later, &mut map);
+    let mut log = log.into_inner().unwrap();
     let kept = read_all(&log);
     let want: Vec<Rec> = want.into_iter().filter(|r| r.value.is_some()).collect();
     assert_eq!(kept, want);
@@ -185,24 +178,17 @@ fn a_small_dedupe_buffer_cleans_in_several_passes() {
     let pdir = dir.path().join("cmp-0");
     let (mut log, all) = write_keyed(&pdir, compact_config(), 200, 400);
     log.roll(None, NOW).unwrap();
+    let log = Mutex::new(log);
     // Room for ~90 keys: far fewer than the log holds.
     let mut map = OffsetMap::new(24 * 100);
     let mut checkpoint = None;
     let mut passes = 0;
     loop {
-        let c = cleaner::cleanability(&mut log, checkpoint, NOW);
+        let c = cleaner::cleanability(&mut log.lock().unwrap(), checkpoint, NOW);
         if c.dirty_bytes == 0 {
             break;
         }
-        let end = cleaner::clean(
-            &mut log,
-            &mut map,
-            c.first_dirty_offset,
-            c.first_uncleanable_offset,
-            NOW,
-        )
-        .unwrap()
-        .end_offset;
+        let end = pass(&log, checkpoint, NOW, &mut map);
         assert!(end > c.first_dirty_offset, "each pass makes progress");
         checkpoint = Some(end);
         passes += 1;
@@ -211,14 +197,10 @@ fn a_small_dedupe_buffer_cleans_in_several_passes() {
     assert!(passes > 1, "{passes} passes");
     let mut want: Vec<Rec> = latest_by_key(&all).into_values().collect();
     want.sort_by_key(|r| r.offset);
-    // Everything keeps at least its latest value; duplicates of a key can remain only
-    // where one pass could not see the other's range.
-    let kept = read_all(&log);
-    let kept_latest = latest_by_key(&kept);
-    assert_eq!(
-        kept_latest.into_values().collect::<Vec<_>>().len(),
-        want.len()
-    );
+    // Every key keeps its latest record; older duplicates may remain only where one pass
+    // could not see another's range.
+    let kept = read_all(&log.lock().unwrap());
+    assert_eq!(latest_by_key(&kept).len(), want.len());
     for w in &want {
         assert!(kept.contains(w), "latest record of {:?} kept", w.key);
     }
@@ -251,10 +233,12 @@ fn a_crash_at_any_step_of_the_swap_loads_a_consistent_log() {
             let (mut log, all) = write_keyed(&pdir, compact_config(), 150, 20);
             log.roll(None, NOW).unwrap();
             let rp = log.recovery_point();
+            let leo = log.log_end_offset();
             let c = cleaner::cleanability(&mut log, None, NOW);
+            let log = Mutex::new(log);
             let mut map = OffsetMap::new(1 << 20);
             cleaner::clean_with_crash(
-                &mut log,
+                &log,
                 &mut map,
                 c.first_dirty_offset,
                 c.first_uncleanable_offset,
@@ -262,15 +246,14 @@ fn a_crash_at_any_step_of_the_swap_loads_a_consistent_log() {
                 Some(crash),
             )
             .unwrap();
-            let leo = log.log_end_offset();
-            drop(log);
+            drop(log); // the crash
             let params = LoadParams {
                 recovery_point: Some(rp),
                 log_start_offset: None,
                 had_clean_shutdown: clean_shutdown,
                 now_ms: NOW,
             };
-            let (mut log, _) = PartitionLog::open(
+            let (log, _) = PartitionLog::open(
                 &pdir,
                 TopicPartition::new("cmp", 0),
                 compact_config(),
@@ -301,10 +284,11 @@ fn a_crash_at_any_step_of_the_swap_loads_a_consistent_log() {
                 .collect();
             assert!(leftovers.is_empty(), "{crash:?}: {leftovers:?}");
             // And a full pass afterwards gives the fully compacted log.
-            pass(&mut log, None, NOW, &mut map);
+            let log = Mutex::new(log);
+            pass(&log, None, NOW, &mut map);
             let mut want: Vec<Rec> = latest_by_key(&all).into_values().collect();
             want.sort_by_key(|r| r.offset);
-            assert_eq!(read_all(&log), want, "{crash:?}");
+            assert_eq!(read_all(&log.lock().unwrap()), want, "{crash:?}");
         }
     }
 }

@@ -117,7 +117,7 @@ impl Harness {
                     let value = format!("{}-", self.counter)
                         .repeat(1 + value_len / 8)
                         .into_bytes();
-                    let key = (self.counter % 3 != 0)
+                    let key = (!self.counter.is_multiple_of(3))
                         .then(|| format!("k{}", self.counter % 7).into_bytes());
                     recs.push((self.next_ts + i as i64, key, Some(value)));
                 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde_json::{json, Map, Value};
+use weir_log::checkpoint;
 use weir_record::{
     ControlRecordType, EndTransactionMarker, EntryRecords, LogEntry, TimestampType,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -28,8 +29,9 @@ pub struct Args {
     /// Largest size one compressed batch may inflate to.
     #[arg(long, default_value_t = DEFAULT_MAX_DECOMPRESSED_BYTES)]
     max_decompressed_bytes: usize,
-    /// Segment files (`.log`), offset indexes (`.index`), time indexes (`.timeindex`);
-    /// a file with any other name is read as log entries.
+    /// Segment files (`.log`), offset indexes (`.index`), time indexes (`.timeindex`),
+    /// offset and leader-epoch checkpoints, `partition.metadata`, `meta.properties`; a
+    /// file with any other name is read as log entries.
     #[arg(required = true)]
     files: Vec<PathBuf>,
 }
@@ -124,13 +126,45 @@ fn file_kind(path: &Path) -> (&'static str, &str) {
             return (kind, stem);
         }
     }
-    ("log", name)
+    match name {
+        "recovery-point-offset-checkpoint"
+        | "log-start-offset-checkpoint"
+        | "cleaner-offset-checkpoint"
+        | "replication-offset-checkpoint" => ("offset-checkpoint", name),
+        "leader-epoch-checkpoint" => ("epoch-checkpoint", name),
+        "partition.metadata" => ("partition-metadata", name),
+        "meta.properties" => ("properties", name),
+        _ => ("log", name),
+    }
 }
 
 fn dump_file<W: Write>(path: &Path, args: &Args, out: &mut Printer<W>) -> io::Result<()> {
     let (kind, stem) = file_kind(path);
+    let invalid = |e: io::Error| io::Error::new(io::ErrorKind::InvalidData, e);
     match kind {
         "log" => dump_segment(path, args, out),
+        "offset-checkpoint" => {
+            for (tp, offset) in checkpoint::read_offsets(path).map_err(invalid)? {
+                out.emit(json!({"kind": "checkpoint", "topic": tp.topic, "partition": tp.partition, "offset": offset}))?;
+            }
+            Ok(())
+        }
+        "epoch-checkpoint" => {
+            for (epoch, start) in checkpoint::read_epochs(path).map_err(invalid)? {
+                out.emit(json!({"kind": "leader_epoch", "epoch": epoch, "start_offset": start}))?;
+            }
+            Ok(())
+        }
+        "partition-metadata" => {
+            let id = checkpoint::read_partition_metadata(path).map_err(invalid)?;
+            out.emit(json!({"kind": "partition_metadata", "topic_id": id.map(checkpoint::uuid_to_base64)}))
+        }
+        "properties" => {
+            for (k, v) in checkpoint::read_properties(path)? {
+                out.emit(json!({"kind": "property", "key": k, "value": v}))?;
+            }
+            Ok(())
+        }
         _ => {
             let base: i64 = stem.parse().map_err(|_| {
                 io::Error::new(

@@ -233,3 +233,91 @@ fn an_unreadable_file_fails_with_a_message() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/00000000000000000000.log"));
 }
+
+#[test]
+fn reads_every_file_the_storage_engine_writes() {
+    use weir_log::{AppendOrigin, LogConfig, LogManager, LogManagerConfig, TopicPartition};
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = LogManagerConfig::new(dir.path());
+    cfg.default_config = std::sync::Arc::new(LogConfig {
+        segment_bytes: 8192,
+        index_interval_bytes: 512,
+        ..LogConfig::default()
+    });
+    let (m, _) = LogManager::open(cfg, &Default::default()).unwrap();
+    let tp = TopicPartition::new("dumped", 3);
+    let mut appended = 0;
+    {
+        let log = m
+            .get_or_create_log(&tp, uuid::Uuid::new_v4(), m.default_config().clone())
+            .unwrap();
+        let mut log = log.lock().unwrap();
+        for i in 0..120 {
+            let mut b =
+                weir_record::BatchBuilder::new(weir_record::Compression::ALL[i % 5], 0, usize::MAX);
+            for j in 0..4 {
+                b.append(
+                    1_700_000_000_000 + (i * 4 + j) as i64,
+                    Some(b"k"),
+                    Some(format!("v{i}-{j}").as_bytes()),
+                    &[],
+                )
+                .unwrap();
+            }
+            log.append_as_leader(
+                b.build().unwrap().bytes,
+                0,
+                1_700_000_000_000,
+                AppendOrigin::Client,
+            )
+            .unwrap();
+            appended += 4;
+        }
+    }
+    m.shutdown().unwrap();
+    drop(m);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.extend(
+        std::fs::read_dir(dir.path().join("dumped-3"))
+            .unwrap()
+            .map(|e| e.unwrap().path()),
+    );
+    files.retain(|p| p.is_file() && !p.ends_with(".lock") && !p.ends_with(".kafka_cleanshutdown"));
+    let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+    let mut records = 0;
+    for f in &files {
+        let (lines, ok) = dump(&["--records"], f);
+        assert!(ok, "{}", f.display());
+        for l in &lines {
+            let kind = l["kind"].as_str().unwrap().to_string();
+            assert!(
+                !["torn_tail", "corrupt", "error"].contains(&kind.as_str()),
+                "{}: {l}",
+                f.display()
+            );
+            if kind == "batch" {
+                assert_eq!(l["crc_valid"], true);
+            }
+            if kind == "record" {
+                records += 1;
+            }
+            *kinds.entry(kind).or_default() += 1;
+        }
+    }
+    assert_eq!(records, appended);
+    for k in [
+        "batch",
+        "record",
+        "index",
+        "timeindex",
+        "checkpoint",
+        "leader_epoch",
+        "partition_metadata",
+        "property",
+    ] {
+        assert!(kinds.contains_key(k), "no {k} line in {kinds:?}");
+    }
+}
