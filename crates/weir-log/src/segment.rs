@@ -218,6 +218,34 @@ pub fn walk_entries(
     }
 }
 
+/// As `walk_entries`, over a read-only mapping of the file: recovery reads whole segments
+/// and a mapping saves copying every byte through a buffer. Only for files nobody can
+/// shrink meanwhile (the log being loaded is not yet visible to anyone else).
+fn walk_entries_mapped(
+    file: &File,
+    end: u64,
+    mut f: impl FnMut(u64, LogEntry<'_>) -> io::Result<ControlFlow<()>>,
+) -> io::Result<WalkEnd> {
+    if end == 0 {
+        return Ok(WalkEnd::End);
+    }
+    // SAFETY: the mapping is read-only and the file is not truncated while it lives: the
+    // caller is loading the log, before any other thread can reach it.
+    let map = unsafe { memmap2::MmapOptions::new().len(end as usize).map(file)? };
+    let _ = map.advise(memmap2::Advice::Sequential);
+    for item in weir_record::LogEntries::new(&map) {
+        match item {
+            Ok((pos, entry)) => {
+                if f(pos as u64, entry)?.is_break() {
+                    return Ok(WalkEnd::Stopped);
+                }
+            }
+            Err(e) => return Ok(WalkEnd::Damaged(e.position as u64)),
+        }
+    }
+    Ok(WalkEnd::End)
+}
+
 fn read_fully_at(file: &File, buf: &mut [u8], pos: u64) -> io::Result<()> {
     file.read_exact_at(buf, pos)
 }
@@ -561,7 +589,7 @@ impl LogSegment {
         let time_index = &mut self.time_index;
         let file = self.log.file.clone();
         let file_len = file.metadata()?.len();
-        walk_entries(&file, 0, file_len, |pos, entry| {
+        walk_entries_mapped(&file, file_len, |pos, entry| {
             if entry.validate_crc().is_err() {
                 return Ok(ControlFlow::Break(()));
             }
