@@ -24,6 +24,7 @@ pub mod index;
 pub mod log;
 pub mod manager;
 pub mod metrics;
+pub mod producer_state;
 pub mod segment;
 pub mod validator;
 

@@ -20,6 +20,7 @@ use crate::epoch::LeaderEpochCache;
 use crate::error::{LogError, Result};
 use crate::index::TimestampOffset;
 use crate::metrics::{Histogram, LogMetrics};
+use crate::producer_state::{ProducerStateManager, SequenceCheck};
 use crate::segment::{
     file_name, parse_base_offset, walk_headers, FileSlice, LogSegment, RollParams, CLEANED_SUFFIX,
     DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
@@ -67,6 +68,9 @@ pub struct LogAppendInfo {
     pub valid_bytes: usize,
     pub rebuilt: bool,
     pub producer: Option<ProducerBatchInfo>,
+    /// The batch was a retry of one already in the log: nothing was written, and the
+    /// offsets are those of the original.
+    pub duplicate: bool,
 }
 
 /// What a fetch gets: a slice of one segment file (read it after releasing the log's
@@ -97,6 +101,7 @@ pub struct PartitionLog {
     flush_time: Histogram,
     /// Files renamed `.deleted`, to be removed once their time comes.
     pending_deletes: Vec<(PathBuf, i64)>,
+    producers: ProducerStateManager,
 }
 
 /// The three files of the segment at `base`, with a temporary suffix (or "").
@@ -324,6 +329,8 @@ impl PartitionLog {
         epochs.truncate_from_end(log_end_offset);
         epochs.truncate_from_start(log_start_offset);
         epochs.flush()?;
+        let mut producers = ProducerStateManager::load(dir, log_start_offset, log_end_offset)?;
+        rebuild_producer_state(&segments, &mut producers, log_end_offset)?;
         Ok((
             PartitionLog {
                 dir: dir.to_path_buf(),
@@ -340,6 +347,7 @@ impl PartitionLog {
                 last_flush_ms: now,
                 flush_time: Histogram::default(),
                 pending_deletes: Vec::new(),
+                producers,
             },
             report,
         ))
@@ -422,6 +430,32 @@ impl PartitionLog {
             now_ms,
             origin,
         )?;
+        if let Some(p) = &validated.producer {
+            if let SequenceCheck::Duplicate {
+                first_offset,
+                last_offset,
+                timestamp,
+            } = self.producers.check(p)?
+            {
+                return Ok(LogAppendInfo {
+                    first_offset,
+                    last_offset,
+                    max_timestamp: timestamp,
+                    offset_of_max_timestamp: last_offset,
+                    log_append_time: if validated.log_append_time >= 0 {
+                        timestamp
+                    } else {
+                        -1
+                    },
+                    log_start_offset: self.log_start_offset,
+                    record_count: 0,
+                    valid_bytes: 0,
+                    rebuilt: false,
+                    producer: validated.producer,
+                    duplicate: true,
+                });
+            }
+        }
         let size = validated.records.len();
         if size as u64 > self.config.segment_bytes {
             return Err(LogError::RecordListTooLarge {
@@ -444,6 +478,10 @@ impl PartitionLog {
         )?;
         self.log_end_offset = validated.last_offset + 1;
         self.high_watermark = self.log_end_offset;
+        if let Some(p) = &validated.producer {
+            self.producers.update(p);
+        }
+        self.producers.advance_to(self.log_end_offset);
         if self.epochs.assign(leader_epoch, validated.first_offset) {
             self.epochs.flush()?;
         }
@@ -462,6 +500,7 @@ impl PartitionLog {
             valid_bytes: size,
             rebuilt: validated.rebuilt,
             producer: validated.producer,
+            duplicate: false,
         })
     }
 
@@ -542,6 +581,9 @@ impl PartitionLog {
         }
         let seg = LogSegment::open(&self.dir, new_base, &self.config, true, "", now_ms)?;
         self.segments.insert(new_base, seg);
+        // As Kafka: a producer snapshot at every roll bounds the replay after a crash.
+        self.producers.advance_to(self.log_end_offset);
+        self.producers.take_snapshot(new_base)?;
         Ok(())
     }
 
@@ -732,6 +774,8 @@ impl PartitionLog {
         if self.epochs.truncate_from_end(offset) {
             self.epochs.flush()?;
         }
+        self.producers = ProducerStateManager::load(&self.dir, self.log_start_offset, offset)?;
+        rebuild_producer_state(&self.segments, &mut self.producers, offset)?;
         Ok(())
     }
 
@@ -752,6 +796,7 @@ impl PartitionLog {
         self.recovery_point = offset;
         self.epochs.truncate_from_end(0);
         self.epochs.flush()?;
+        self.producers.truncate_fully(offset)?;
         Ok(())
     }
 
@@ -852,6 +897,7 @@ impl PartitionLog {
                 self.epochs.flush()?;
             }
         }
+        self.producers.delete_snapshots_before(first)?;
         tracing::info!(partition = %self.tp, segments = doomed.len(), log_start_offset = self.log_start_offset, "deleted old segments");
         Ok(doomed.len())
     }
@@ -875,6 +921,8 @@ impl PartitionLog {
     /// Before a clean shutdown: final time-index entry, indexes trimmed, everything flushed.
     pub fn close(&mut self, now_ms: i64) -> Result<()> {
         self.flush(now_ms)?;
+        self.producers.advance_to(self.log_end_offset);
+        self.producers.take_snapshot(self.log_end_offset)?;
         self.active().on_become_inactive()?;
         self.active().flush()?;
         self.epochs.flush()?;
@@ -898,6 +946,16 @@ impl PartitionLog {
         fs::rename(&self.dir, to)?;
         self.dir = to.to_path_buf();
         Ok(())
+    }
+
+    /// The idempotent producers this partition knows.
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        &self.producers
+    }
+
+    /// Forgets producers idle for longer than `expiration_ms` (`producer.id.expiration.ms`).
+    pub fn remove_expired_producers(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.producers.remove_expired(now_ms, expiration_ms)
     }
 
     /// A metrics snapshot (the cleaner fields are filled by the cleaner manager).
@@ -951,6 +1009,36 @@ impl PartitionLog {
         self.segments.insert(new.base_offset(), new);
         Ok(())
     }
+}
+
+/// Replays the producer fields of every batch from the state's end offset to the log end
+/// (batch headers only), after a load or a truncation.
+fn rebuild_producer_state(
+    segments: &BTreeMap<i64, LogSegment>,
+    producers: &mut ProducerStateManager,
+    log_end_offset: i64,
+) -> Result<()> {
+    let from = producers.map_end_offset();
+    if from >= log_end_offset {
+        return Ok(());
+    }
+    let first = segments
+        .range(..=from)
+        .next_back()
+        .map_or(i64::MIN, |(b, _)| *b);
+    for (_, seg) in segments.range(first..) {
+        let start = seg.offset_index().lookup(from).position as u64;
+        walk_headers(seg.log_file(), start, seg.size(), |h| {
+            if h.last_offset >= from {
+                if let Some(p) = &h.producer {
+                    producers.replay(h.offset_field, h.max_timestamp, p);
+                }
+            }
+            std::ops::ControlFlow::Continue(())
+        })?;
+    }
+    producers.advance_to(log_end_offset);
+    Ok(())
 }
 
 /// The base offsets of the `.log` files in `dir`, ascending.

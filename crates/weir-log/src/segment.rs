@@ -82,6 +82,19 @@ pub struct EntryHeader {
     pub magic: i8,
     /// v2: the batch's max timestamp; v1: the message timestamp; v0: -1.
     pub max_timestamp: i64,
+    /// v2 batches with a producer id: its idempotence fields.
+    pub producer: Option<ProducerFields>,
+}
+
+/// The producer fields of a v2 batch header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerFields {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub last_offset_delta: i32,
+    pub transactional: bool,
+    pub control: bool,
 }
 
 /// How a walk over a segment file ended.
@@ -139,10 +152,23 @@ pub fn walk_headers(
         if length < 0 || size < min || pos + size > end || (h.len() as u64) < min.min(61) {
             return Ok(WalkEnd::Damaged(pos));
         }
+        let mut producer = None;
         let (last_offset, max_timestamp) = match magic {
             2 => {
                 let delta = i32::from_be_bytes(h[23..27].try_into().unwrap_or_default());
                 let ts = i64::from_be_bytes(h[35..43].try_into().unwrap_or_default());
+                let pid = i64::from_be_bytes(h[43..51].try_into().unwrap_or_default());
+                if pid >= 0 {
+                    let attrs = u16::from_be_bytes([h[21], h[22]]);
+                    producer = Some(ProducerFields {
+                        producer_id: pid,
+                        producer_epoch: i16::from_be_bytes([h[51], h[52]]),
+                        base_sequence: i32::from_be_bytes(h[53..57].try_into().unwrap_or_default()),
+                        last_offset_delta: delta,
+                        transactional: attrs & 0x10 != 0,
+                        control: attrs & 0x20 != 0,
+                    });
+                }
                 (offset.wrapping_add(delta as i64), ts)
             }
             1 => (
@@ -158,6 +184,7 @@ pub fn walk_headers(
             size: size as u32,
             magic,
             max_timestamp,
+            producer,
         };
         if f(header).is_break() {
             return Ok(WalkEnd::Stopped);

@@ -233,3 +233,148 @@ fn unclean_restart_recovers_and_truncates_a_torn_tail() {
         .unwrap();
     assert_eq!(info.first_offset, 120);
 }
+
+fn idempotent_batch(pid: i64, epoch: i16, seq: i32, n: usize, tag: &str) -> Vec<u8> {
+    let mut b =
+        weir_record::BatchBuilder::new(Compression::Lz4, 0, usize::MAX).producer(pid, epoch, seq);
+    for i in 0..n {
+        b.append(
+            NOW + i as i64,
+            Some(b"k"),
+            Some(format!("{tag}-{i}").as_bytes()),
+            &[],
+        )
+        .unwrap();
+    }
+    b.build().unwrap().bytes
+}
+
+#[test]
+fn idempotent_retries_are_answered_with_their_original_offsets_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("t-0");
+    let mut log = PartitionLog::create(
+        &pdir,
+        TopicPartition::new("t", 0),
+        uuid::Uuid::new_v4(),
+        small_config(),
+        NOW,
+    )
+    .unwrap();
+    let a = log
+        .append_as_leader(
+            idempotent_batch(42, 0, 0, 3, "a"),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap();
+    let b = log
+        .append_as_leader(
+            idempotent_batch(42, 0, 3, 2, "b"),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap();
+    assert_eq!(
+        (a.first_offset, a.last_offset, b.first_offset, b.last_offset),
+        (0, 2, 3, 4)
+    );
+    let retry = log
+        .append_as_leader(
+            idempotent_batch(42, 0, 0, 3, "a"),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap();
+    assert!(retry.duplicate);
+    assert_eq!((retry.first_offset, retry.last_offset), (0, 2));
+    assert_eq!(log.log_end_offset(), 5, "a duplicate writes nothing");
+    let gap = log
+        .append_as_leader(
+            idempotent_batch(42, 0, 9, 1, "gap"),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap_err();
+    assert_eq!(gap.kafka_error_code(), 45, "OUT_OF_ORDER_SEQUENCE_NUMBER");
+    let fenced = log
+        .append_as_leader(
+            idempotent_batch(42, -1, 5, 1, "old"),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap_err();
+    assert_eq!(fenced.kafka_error_code(), 47, "INVALID_PRODUCER_EPOCH");
+    for i in 0..20 {
+        log.append_as_leader(
+            simple_batch(Compression::None, 5, &format!("fill{i}"), NOW),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap();
+    }
+    let c = log
+        .append_as_leader(
+            idempotent_batch(42, 0, 5, 4, "c"),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap();
+    // Clean restart: state from the shutdown snapshot.
+    log.close(NOW).unwrap();
+    drop(log);
+    let mut log = open(&pdir, small_config(), true, None);
+    let retry = log
+        .append_as_leader(
+            idempotent_batch(42, 0, 5, 4, "c"),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap();
+    assert!(retry.duplicate);
+    assert_eq!(retry.first_offset, c.first_offset);
+    // Crash: state rebuilt from the last roll's snapshot plus the batches after it.
+    let d = log
+        .append_as_leader(
+            idempotent_batch(42, 0, 9, 2, "d"),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap();
+    let rp = log.recovery_point();
+    drop(log);
+    let _ = std::fs::remove_file(pdir.join(format!("{:020}.snapshot", d.last_offset + 1)));
+    let mut log = open(&pdir, small_config(), false, Some(rp));
+    let retry = log
+        .append_as_leader(
+            idempotent_batch(42, 0, 9, 2, "d"),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap();
+    assert!(retry.duplicate);
+    assert_eq!(
+        (retry.first_offset, retry.last_offset),
+        (d.first_offset, d.last_offset)
+    );
+    let next = log
+        .append_as_leader(
+            idempotent_batch(42, 0, 11, 1, "e"),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap();
+    assert!(!next.duplicate);
+    assert_eq!(next.first_offset, d.last_offset + 1);
+}

@@ -30,7 +30,8 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_MAX_DECOMPRESSED_BYTES)]
     max_decompressed_bytes: usize,
     /// Segment files (`.log`), offset indexes (`.index`), time indexes (`.timeindex`),
-    /// offset and leader-epoch checkpoints, `partition.metadata`, `meta.properties`; a
+    /// offset and leader-epoch checkpoints, producer `.snapshot`s, `partition.metadata`,
+    /// `meta.properties`; a
     /// file with any other name is read as log entries.
     #[arg(required = true)]
     files: Vec<PathBuf>,
@@ -133,6 +134,7 @@ fn file_kind(path: &Path) -> (&'static str, &str) {
         | "replication-offset-checkpoint" => ("offset-checkpoint", name),
         "leader-epoch-checkpoint" => ("epoch-checkpoint", name),
         "partition.metadata" => ("partition-metadata", name),
+        n if n.ends_with(".snapshot") => ("producer-snapshot", n),
         "meta.properties" => ("properties", name),
         _ => ("log", name),
     }
@@ -152,6 +154,23 @@ fn dump_file<W: Write>(path: &Path, args: &Args, out: &mut Printer<W>) -> io::Re
         "epoch-checkpoint" => {
             for (epoch, start) in checkpoint::read_epochs(path).map_err(invalid)? {
                 out.emit(json!({"kind": "leader_epoch", "epoch": epoch, "start_offset": start}))?;
+            }
+            Ok(())
+        }
+        "producer-snapshot" => {
+            for e in weir_log::producer_state::read_snapshot(path)? {
+                let last = e.batches.back();
+                out.emit(json!({
+                    "kind": "producer_snapshot",
+                    "producer_id": e.producer_id,
+                    "producer_epoch": e.producer_epoch,
+                    "last_sequence": last.map_or(-1, |b| b.last_seq),
+                    "last_offset": last.map_or(-1, |b| b.last_offset),
+                    "offset_delta": last.map_or(0, |b| b.offset_delta),
+                    "timestamp": e.last_timestamp,
+                    "coordinator_epoch": e.coordinator_epoch,
+                    "current_txn_first_offset": e.current_txn_first_offset,
+                }))?;
             }
             Ok(())
         }
