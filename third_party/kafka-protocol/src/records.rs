@@ -895,7 +895,7 @@ impl Record {
         let num_headers = num_headers as usize;
 
         // Weir patch: a header takes at least two bytes; never reserve past the input.
-        let mut headers = IndexMap::with_capacity(num_headers.min(buf.remaining() / 2));
+        let mut headers = IndexMap::with_capacity(num_headers.min(bytes::Buf::remaining(buf) / 2));
         for _ in 0..num_headers {
             // Key len
             let key_len: i32 = types::VarInt.decode(buf)?;
