@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond the Rust toolchain, idempotently:
-# a Python virtualenv at .venv with the packages in scripts/requirements-test.txt.
+# - a Python virtualenv at .venv with scripts/requirements-test.txt (kafka-python and the
+#   codec packages as an independent implementation; confluent-kafka, aiokafka as clients);
+# - kcat (Debian's package, librdkafka 2.0.2);
+# - KafkaJS and its codec plugins under tests/conformance/node_modules.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
@@ -11,4 +15,22 @@ stamp=.venv/.requirements-test.stamp
 if ! cmp -s scripts/requirements-test.txt "$stamp" 2>/dev/null; then
   .venv/bin/pip install --quiet --disable-pip-version-check -r scripts/requirements-test.txt
   cp scripts/requirements-test.txt "$stamp"
+fi
+
+if ! command -v kcat >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq kcat >/dev/null
+  else
+    sudo apt-get update -qq && sudo apt-get install -y -qq kcat >/dev/null
+  fi
+fi
+
+if command -v npm >/dev/null 2>&1; then
+  node_stamp=tests/conformance/node_modules/.weir-stamp
+  if ! cmp -s tests/conformance/package-lock.json "$node_stamp" 2>/dev/null; then
+    (cd tests/conformance && npm ci --no-audit --no-fund --loglevel=error && npm rebuild lz4 --loglevel=error >/dev/null)
+    cp tests/conformance/package-lock.json "$node_stamp"
+  fi
+else
+  echo "install-test-deps: npm not found; the KafkaJS conformance tests will be skipped" >&2
 fi

@@ -20,6 +20,10 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test"
 cargo test --workspace --locked
 
+step "real Kafka clients against weir serve (tests/conformance)"
+cargo build --locked -p weir --quiet
+./scripts/conformance.sh
+
 step "fuzz targets build"
 cargo check --manifest-path fuzz/Cargo.toml --target-dir target/fuzz-check --quiet
 

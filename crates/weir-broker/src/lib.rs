@@ -1,1 +1,28 @@
-//! weir-broker (in progress)
+//! # weir-broker
+//!
+//! Weir's Kafka protocol server: the Kafka clients people already run (librdkafka and
+//! everything on it, kafka-python, aiokafka, kafkajs, the Java client) create topics,
+//! produce, consume and use consumer groups against it unchanged.
+//!
+//! - [`server`]: listeners and connection limits; [`connection`]: framing, in-order
+//!   responses, one task per connection.
+//! - [`apis`]: one module per API family, and the table of versions served.
+//! - [`broker`]: the shared state (log manager, topics, groups, producer ids).
+//! - [`group`]: Kafka's classic consumer-group protocol, offsets in `__consumer_offsets`.
+//! - [`config`]: Kafka's broker settings, checked at start-up.
+//!
+//! Wire messages are the `kafka-protocol` crate's; records and storage are weir-record's
+//! and weir-log's.
+
+pub mod apis;
+pub mod broker;
+pub mod config;
+pub mod connection;
+pub mod group;
+pub mod metrics;
+pub mod server;
+pub mod topics;
+
+pub use broker::Broker;
+pub use config::BrokerConfig;
+pub use server::RunningBroker;

@@ -3,6 +3,7 @@
 
 mod dump_log;
 mod json;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -21,6 +22,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the broker: Kafka clients connect to it (127.0.0.1:9092 and ./weir-data unless
+    /// told otherwise).
+    Serve(serve::Args),
     /// Print the batches, records and index entries of Kafka log files as JSON Lines
     /// (Weir's kafka-dump-log).
     DumpLog(dump_log::Args),
@@ -30,5 +34,6 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::DumpLog(args) => dump_log::run(args),
+        Command::Serve(args) => serve::run(args),
     }
 }

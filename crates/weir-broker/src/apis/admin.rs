@@ -1,0 +1,633 @@
+//! Topic administration: CreateTopics, DeleteTopics, CreatePartitions, and topic and broker
+//! configuration (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs). Every refusal
+//! carries Kafka's error code and, where the response has room, a message saying why.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse as IncrementalResult;
+use kafka_protocol::messages::{
+    AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError as E;
+use weir_log::config::ConfigSource;
+use weir_log::LogConfig;
+
+use crate::broker::{ApiError, Broker};
+use crate::connection::RequestContext;
+use crate::topics;
+
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+
+fn s(v: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+fn replication_check(rf: i16) -> Result<(), ApiError> {
+    match rf {
+        -1 | 1 => Ok(()),
+        n if n < 1 => Err(ApiError::new(
+            E::InvalidReplicationFactor,
+            format!("replication factor must be at least 1, got {n}"),
+        )),
+        n => Err(ApiError::new(
+            E::InvalidReplicationFactor,
+            format!("replication factor {n} is larger than the number of brokers: 1"),
+        )),
+    }
+}
+
+pub fn create_topics(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: CreateTopicsRequest,
+) -> CreateTopicsResponse {
+    let v = ctx.version;
+    let mut resp = CreateTopicsResponse::default();
+    let mut seen = HashSet::new();
+    let dupes: HashSet<String> = req
+        .topics
+        .iter()
+        .filter(|t| !seen.insert(t.name.to_string()))
+        .map(|t| t.name.to_string())
+        .collect();
+    for t in req.topics {
+        let name = t.name.to_string();
+        let mut r = CreatableTopicResult::default();
+        r.name = t.name.clone();
+        let result = (|| {
+            if dupes.contains(&name) {
+                return Err(ApiError::new(
+                    E::InvalidRequest,
+                    format!("topic '{name}' appears more than once in the request"),
+                ));
+            }
+            if topics::is_internal(&name) {
+                return Err(ApiError::new(
+                    E::InvalidRequest,
+                    format!("'{name}' is an internal topic, created by the broker"),
+                ));
+            }
+            let partitions = if t.assignments.is_empty() {
+                replication_check(t.replication_factor)?;
+                if t.num_partitions == -1 {
+                    broker.config.num_partitions
+                } else {
+                    t.num_partitions
+                }
+            } else {
+                if t.num_partitions != -1 || t.replication_factor != -1 {
+                    return Err(ApiError::new(
+                        E::InvalidRequest,
+                        "with replica assignments, num_partitions and replication_factor must be -1",
+                    ));
+                }
+                let mut indexes: Vec<i32> =
+                    t.assignments.iter().map(|a| a.partition_index).collect();
+                indexes.sort_unstable();
+                if indexes != (0..indexes.len() as i32).collect::<Vec<_>>() {
+                    return Err(ApiError::new(
+                        E::InvalidReplicaAssignment,
+                        "assignments must cover partitions 0..n once each",
+                    ));
+                }
+                for a in &t.assignments {
+                    if a.broker_ids.len() != 1 || a.broker_ids[0].0 != broker.config.node_id {
+                        return Err(ApiError::new(
+                            E::InvalidReplicaAssignment,
+                            format!(
+                                "every partition must be assigned to broker {} alone",
+                                broker.config.node_id
+                            ),
+                        ));
+                    }
+                }
+                t.assignments.len() as i32
+            };
+            let mut overrides = BTreeMap::new();
+            for c in &t.configs {
+                match &c.value {
+                    Some(val) => {
+                        overrides.insert(c.name.to_string(), val.to_string());
+                    }
+                    None => {
+                        return Err(ApiError::new(
+                            E::InvalidConfig,
+                            format!("config {} has a null value", c.name),
+                        ))
+                    }
+                }
+            }
+            broker
+                .create_topic(&name, partitions, overrides, req.validate_only)
+                .map(|t| (t, partitions))
+        })();
+        match result {
+            Ok((topic, partitions)) => {
+                if v >= 7 {
+                    r.topic_id = topic.id;
+                }
+                if v >= 5 {
+                    r.num_partitions = partitions;
+                    r.replication_factor = 1;
+                    let keys: Vec<&str> = topic.overrides.keys().map(String::as_str).collect();
+                    let set: Vec<&str> =
+                        broker.config.set_keys.iter().map(String::as_str).collect();
+                    r.configs = Some(
+                        topic
+                            .config
+                            .describe(&keys, &set)
+                            .into_iter()
+                            .map(|e| {
+                                let mut c = CreatableTopicConfigs::default();
+                                c.name = s(e.name);
+                                c.value = Some(s(e.value));
+                                c.read_only = e.read_only;
+                                c.config_source = e.source.kafka_id();
+                                c.is_sensitive = e.sensitive;
+                                c
+                            })
+                            .collect(),
+                    );
+                }
+            }
+            Err(e) => {
+                r.error_code = e.code;
+                if v >= 1 {
+                    r.error_message = Some(s(e.message));
+                }
+                if v >= 5 {
+                    r.num_partitions = -1;
+                    r.replication_factor = -1;
+                }
+            }
+        }
+        resp.topics.push(r);
+    }
+    resp
+}
+
+pub fn delete_topics(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: DeleteTopicsRequest,
+) -> DeleteTopicsResponse {
+    let v = ctx.version;
+    let mut resp = DeleteTopicsResponse::default();
+    let wanted: Vec<(Option<String>, uuid::Uuid)> = if v >= 6 {
+        req.topics
+            .iter()
+            .map(|t| (t.name.as_ref().map(|n| n.to_string()), t.topic_id))
+            .collect()
+    } else {
+        req.topic_names
+            .iter()
+            .map(|n| (Some(n.to_string()), uuid::Uuid::nil()))
+            .collect()
+    };
+    for (name, id) in wanted {
+        let mut r = DeletableTopicResult::default();
+        let resolved = match (&name, id.is_nil()) {
+            (Some(n), _) => broker.topic(n).map(|t| t.name.clone()).ok_or(ApiError::new(
+                E::UnknownTopicOrPartition,
+                format!("topic '{n}' does not exist"),
+            )),
+            (None, false) => broker
+                .topic_by_id(id)
+                .map(|t| t.name.clone())
+                .ok_or(ApiError::new(
+                    E::UnknownTopicId,
+                    format!("no topic has id {id}"),
+                )),
+            (None, true) => Err(ApiError::new(
+                E::InvalidRequest,
+                "a topic to delete needs a name or an id",
+            )),
+        };
+        let result = resolved.and_then(|n| {
+            if topics::is_internal(&n) {
+                return Err(ApiError::new(
+                    E::InvalidTopicException,
+                    format!("the internal topic '{n}' cannot be deleted"),
+                ));
+            }
+            broker.delete_topic(&n).map(|id| (n, id))
+        });
+        r.name = name.clone().map(|n| TopicName(s(n)));
+        match result {
+            Ok((n, id)) => {
+                r.name = Some(TopicName(s(n)));
+                if v >= 6 {
+                    r.topic_id = id;
+                }
+            }
+            Err(e) => {
+                r.error_code = e.code;
+                if v >= 6 {
+                    r.topic_id = id;
+                }
+                if v >= 5 {
+                    r.error_message = Some(s(e.message));
+                }
+            }
+        }
+        resp.responses.push(r);
+    }
+    resp
+}
+
+pub fn create_partitions(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let mut resp = CreatePartitionsResponse::default();
+    for t in req.topics {
+        let name = t.name.to_string();
+        let mut r = CreatePartitionsTopicResult::default();
+        r.name = t.name.clone();
+        let result = (|| {
+            if let Some(assignments) = &t.assignments {
+                if assignments
+                    .iter()
+                    .any(|a| a.broker_ids.iter().any(|b| b.0 != broker.config.node_id))
+                {
+                    return Err(ApiError::new(
+                        E::InvalidReplicaAssignment,
+                        format!(
+                            "new partitions can only be placed on broker {}",
+                            broker.config.node_id
+                        ),
+                    ));
+                }
+            }
+            if topics::is_internal(&name) {
+                return Err(ApiError::new(
+                    E::InvalidTopicException,
+                    format!("'{name}' is an internal topic"),
+                ));
+            }
+            broker.create_partitions(&name, t.count, req.validate_only)
+        })();
+        if let Err(e) = result {
+            r.error_code = e.code;
+            r.error_message = Some(s(e.message));
+        }
+        resp.results.push(r);
+    }
+    resp
+}
+
+/// The broker's own settings, for DescribeConfigs of a broker resource.
+fn broker_entries(broker: &Broker) -> Vec<(String, String, bool)> {
+    let c = &broker.config;
+    let mut out: BTreeMap<String, (String, bool)> = BTreeMap::new();
+    let listeners = |ls: &[crate::config::Listener]| {
+        ls.iter()
+            .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    for (k, v) in [
+        ("node.id", c.node_id.to_string()),
+        ("broker.id", c.node_id.to_string()),
+        ("listeners", listeners(&c.listeners)),
+        ("advertised.listeners", listeners(&c.advertised_listeners)),
+        (
+            "log.dirs",
+            c.log_dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        ("num.partitions", c.num_partitions.to_string()),
+        (
+            "default.replication.factor",
+            c.default_replication_factor.to_string(),
+        ),
+        (
+            "auto.create.topics.enable",
+            c.auto_create_topics_enable.to_string(),
+        ),
+        ("delete.topic.enable", c.delete_topic_enable.to_string()),
+        (
+            "socket.request.max.bytes",
+            c.socket_request_max_bytes.to_string(),
+        ),
+        (
+            "connections.max.idle.ms",
+            c.connections_max_idle_ms.to_string(),
+        ),
+        (
+            "group.initial.rebalance.delay.ms",
+            c.group.initial_rebalance_delay_ms.to_string(),
+        ),
+        (
+            "group.min.session.timeout.ms",
+            c.group.min_session_timeout_ms.to_string(),
+        ),
+        (
+            "group.max.session.timeout.ms",
+            c.group.max_session_timeout_ms.to_string(),
+        ),
+        (
+            "offsets.topic.num.partitions",
+            c.group.offsets_topic_partitions.to_string(),
+        ),
+        (
+            "offsets.retention.minutes",
+            (c.group.offsets_retention_ms / 60_000).to_string(),
+        ),
+    ] {
+        out.insert(k.to_string(), (v, false));
+    }
+    for key in LogConfig::topic_keys() {
+        if let (Some(bk), Some(value)) = (
+            LogConfig::broker_synonyms(key).first(),
+            c.log_defaults.value_of(key),
+        ) {
+            out.insert(bk.to_string(), (value, false));
+        }
+    }
+    for (k, v) in &c.properties {
+        out.insert(k.clone(), (v.clone(), true));
+    }
+    out.into_iter().map(|(k, (v, set))| (k, v, set)).collect()
+}
+
+pub fn describe_configs(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
+    let v = ctx.version;
+    let mut resp = DescribeConfigsResponse::default();
+    for res in req.resources {
+        let mut r = DescribeConfigsResult::default();
+        r.resource_type = res.resource_type;
+        r.resource_name = res.resource_name.clone();
+        let wanted: Option<HashSet<String>> = res
+            .configuration_keys
+            .as_ref()
+            .map(|ks| ks.iter().map(|k| k.to_string()).collect());
+        let keep = |name: &str| wanted.as_ref().is_none_or(|w| w.contains(name));
+        match res.resource_type {
+            RESOURCE_TOPIC => match broker.topic(&res.resource_name) {
+                None => {
+                    r.error_code = E::UnknownTopicOrPartition.code();
+                    r.error_message =
+                        Some(s(format!("topic '{}' does not exist", res.resource_name)));
+                }
+                Some(topic) => {
+                    let keys: Vec<&str> = topic.overrides.keys().map(String::as_str).collect();
+                    let set: Vec<&str> =
+                        broker.config.set_keys.iter().map(String::as_str).collect();
+                    for e in topic
+                        .config
+                        .describe(&keys, &set)
+                        .into_iter()
+                        .filter(|e| keep(e.name))
+                    {
+                        let mut c = DescribeConfigsResourceResult::default();
+                        c.name = s(e.name);
+                        c.value = Some(s(e.value.clone()));
+                        c.read_only = e.read_only;
+                        c.config_source = e.source.kafka_id();
+                        c.is_sensitive = e.sensitive;
+                        if req.include_synonyms {
+                            if let Some(o) = topic.overrides.get(e.name) {
+                                let mut syn = DescribeConfigsSynonym::default();
+                                syn.name = s(e.name);
+                                syn.value = Some(s(o.clone()));
+                                syn.source = ConfigSource::DynamicTopic.kafka_id();
+                                c.synonyms.push(syn);
+                            }
+                            for bk in LogConfig::broker_synonyms(e.name) {
+                                if let Some(bv) = broker.config.properties.get(*bk) {
+                                    let mut syn = DescribeConfigsSynonym::default();
+                                    syn.name = s(*bk);
+                                    syn.value = Some(s(bv.clone()));
+                                    syn.source = ConfigSource::StaticBroker.kafka_id();
+                                    c.synonyms.push(syn);
+                                }
+                            }
+                            if let Some(dv) = LogConfig::default().value_of(e.name) {
+                                let mut syn = DescribeConfigsSynonym::default();
+                                syn.name = s(LogConfig::broker_synonyms(e.name)
+                                    .first()
+                                    .copied()
+                                    .unwrap_or(e.name));
+                                syn.value = Some(s(dv));
+                                syn.source = ConfigSource::Default.kafka_id();
+                                c.synonyms.push(syn);
+                            }
+                        }
+                        if v >= 3 {
+                            c.config_type = e.config_type.kafka_id();
+                            if req.include_documentation {
+                                c.documentation = Some(s(e.documentation));
+                            }
+                        }
+                        r.configs.push(c);
+                    }
+                }
+            },
+            RESOURCE_BROKER => {
+                let name = res.resource_name.to_string();
+                if !name.is_empty() && name != broker.config.node_id.to_string() {
+                    r.error_code = E::InvalidRequest.code();
+                    r.error_message = Some(s(format!(
+                        "this is broker {}, not {name}",
+                        broker.config.node_id
+                    )));
+                } else {
+                    for (k, val, set) in broker_entries(broker)
+                        .into_iter()
+                        .filter(|(k, _, _)| keep(k))
+                    {
+                        let mut c = DescribeConfigsResourceResult::default();
+                        c.name = s(k);
+                        c.value = Some(s(val));
+                        c.read_only = true;
+                        // STATIC_BROKER_CONFIG = 4, DEFAULT_CONFIG = 5
+                        c.config_source = if set { 4 } else { 5 };
+                        if v >= 3 {
+                            c.config_type = 2; // STRING: broker values are shown as given
+                        }
+                        r.configs.push(c);
+                    }
+                }
+            }
+            other => {
+                r.error_code = E::InvalidRequest.code();
+                r.error_message = Some(s(format!(
+                    "resource type {other} is not supported: topics (2) and brokers (4) are"
+                )));
+            }
+        }
+        resp.results.push(r);
+    }
+    resp
+}
+
+fn static_broker_error() -> ApiError {
+    ApiError::new(
+        E::InvalidConfig,
+        "Weir's broker settings are static: set them in server.properties or with --override and restart",
+    )
+}
+
+pub fn alter_configs(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext,
+    req: AlterConfigsRequest,
+) -> AlterConfigsResponse {
+    let mut resp = AlterConfigsResponse::default();
+    for res in req.resources {
+        let mut r = AlterConfigsResourceResponse::default();
+        r.resource_type = res.resource_type;
+        r.resource_name = res.resource_name.clone();
+        let result = match res.resource_type {
+            RESOURCE_TOPIC => (|| {
+                // The legacy API replaces the topic's whole set of overrides.
+                let mut overrides = BTreeMap::new();
+                for c in &res.configs {
+                    let value = c.value.as_ref().ok_or_else(|| {
+                        ApiError::new(
+                            E::InvalidConfig,
+                            format!("config {} has a null value", c.name),
+                        )
+                    })?;
+                    overrides.insert(c.name.to_string(), value.to_string());
+                }
+                broker.set_topic_overrides(&res.resource_name, overrides, req.validate_only)
+            })(),
+            RESOURCE_BROKER => Err(static_broker_error()),
+            other => Err(ApiError::new(
+                E::InvalidRequest,
+                format!("resource type {other} cannot be altered"),
+            )),
+        };
+        if let Err(e) = result {
+            r.error_code = e.code;
+            r.error_message = Some(s(e.message));
+        }
+        resp.responses.push(r);
+    }
+    resp
+}
+
+pub fn incremental_alter_configs(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext,
+    req: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    const SET: i8 = 0;
+    const DELETE: i8 = 1;
+    const APPEND: i8 = 2;
+    const SUBTRACT: i8 = 3;
+    let mut resp = IncrementalAlterConfigsResponse::default();
+    for res in req.resources {
+        let mut r = IncrementalResult::default();
+        r.resource_type = res.resource_type;
+        r.resource_name = res.resource_name.clone();
+        let result = match res.resource_type {
+            RESOURCE_TOPIC => (|| {
+                let topic = broker.topic(&res.resource_name).ok_or_else(|| {
+                    ApiError::new(
+                        E::UnknownTopicOrPartition,
+                        format!("topic '{}' does not exist", res.resource_name),
+                    )
+                })?;
+                let mut overrides = topic.overrides.clone();
+                for c in &res.configs {
+                    let name = c.name.to_string();
+                    if !LogConfig::is_topic_key(&name) {
+                        return Err(ApiError::new(
+                            E::InvalidConfig,
+                            format!("'{name}' is not a topic config"),
+                        ));
+                    }
+                    let value = c.value.as_ref().map(|v| v.to_string());
+                    match c.config_operation {
+                        SET => {
+                            let value = value.ok_or_else(|| {
+                                ApiError::new(E::InvalidConfig, format!("SET {name} needs a value"))
+                            })?;
+                            overrides.insert(name, value);
+                        }
+                        DELETE => {
+                            overrides.remove(&name);
+                        }
+                        APPEND | SUBTRACT => {
+                            if name != "cleanup.policy" && !name.ends_with("throttled.replicas") {
+                                return Err(ApiError::new(
+                                    E::InvalidConfig,
+                                    format!("{name} is not a list: APPEND and SUBTRACT need one"),
+                                ));
+                            }
+                            let current = overrides
+                                .get(&name)
+                                .cloned()
+                                .or_else(|| topic.config.value_of(&name))
+                                .unwrap_or_default();
+                            let mut items: Vec<String> = current
+                                .split(',')
+                                .map(|x| x.trim().to_string())
+                                .filter(|x| !x.is_empty())
+                                .collect();
+                            for x in value
+                                .unwrap_or_default()
+                                .split(',')
+                                .map(str::trim)
+                                .filter(|x| !x.is_empty())
+                            {
+                                if c.config_operation == APPEND {
+                                    if !items.iter().any(|i| i == x) {
+                                        items.push(x.to_string());
+                                    }
+                                } else {
+                                    items.retain(|i| i != x);
+                                }
+                            }
+                            overrides.insert(name, items.join(","));
+                        }
+                        op => {
+                            return Err(ApiError::new(
+                                E::InvalidRequest,
+                                format!("unknown config operation {op}"),
+                            ))
+                        }
+                    }
+                }
+                broker.set_topic_overrides(&res.resource_name, overrides, req.validate_only)
+            })(),
+            RESOURCE_BROKER => Err(static_broker_error()),
+            other => Err(ApiError::new(
+                E::InvalidRequest,
+                format!("resource type {other} cannot be altered"),
+            )),
+        };
+        if let Err(e) = result {
+            r.error_code = e.code;
+            r.error_message = Some(s(e.message));
+        }
+        resp.responses.push(r);
+    }
+    resp
+}

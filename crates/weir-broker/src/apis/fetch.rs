@@ -1,0 +1,204 @@
+//! Fetch: slices of whole batches straight from the log, up to the high watermark, within
+//! the request's byte limits (the first batch always goes, even if larger: KIP-74), and
+//! long polling: a fetch that finds less than `min_bytes` waits until a partition it asked
+//! for gets data or `max_wait_ms` passes. Weir runs no fetch sessions (session id 0) and no
+//! transactions, so the last stable offset is the high watermark.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::future::select_all;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::ResponseError as E;
+use weir_log::LogError;
+
+use crate::broker::{Broker, LEADER_EPOCH};
+use crate::connection::RequestContext;
+use crate::topics::Partition;
+
+/// One requested partition, resolved.
+struct Wanted {
+    topic_index: usize,
+    partition: i32,
+    target: Result<Arc<Partition>, i16>,
+    fetch_offset: i64,
+    max_bytes: usize,
+    leader_epoch: i32,
+}
+
+/// The largest fetch response Weir builds, whatever the client asks (Kafka's
+/// `fetch.max.bytes` broker cap is 55 MiB).
+const MAX_RESPONSE_BYTES: usize = 55 * 1024 * 1024;
+
+pub async fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
+    let v = ctx.version;
+    let mut resp = FetchResponse::default();
+    if req.session_id != 0 {
+        // Weir never hands out a session id, so an incremental fetch cannot name one.
+        resp.error_code = E::FetchSessionIdNotFound.code();
+        return resp;
+    }
+    let mut wanted = Vec::new();
+    for (ti, t) in req.topics.iter().enumerate() {
+        let name = t.topic.to_string();
+        let topic = broker.topic(&name);
+        for p in &t.partitions {
+            let target = match &topic {
+                None => Err(E::UnknownTopicOrPartition.code()),
+                Some(topic) => usize::try_from(p.partition)
+                    .ok()
+                    .and_then(|i| topic.partitions.get(i).cloned())
+                    .ok_or(E::UnknownTopicOrPartition.code()),
+            };
+            wanted.push(Wanted {
+                topic_index: ti,
+                partition: p.partition,
+                target,
+                fetch_offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes.max(0) as usize,
+                leader_epoch: if v >= 9 { p.current_leader_epoch } else { -1 },
+            });
+        }
+    }
+    let max_bytes = if v >= 3 {
+        req.max_bytes.max(0) as usize
+    } else {
+        usize::MAX
+    }
+    .min(MAX_RESPONSE_BYTES);
+    let min_bytes = req.min_bytes.max(0) as usize;
+    let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    let read_committed = v >= 4 && req.isolation_level == 1;
+    loop {
+        // Arm the wake-ups before reading, so an append in between is not missed.
+        let partitions: Vec<Arc<Partition>> = wanted
+            .iter()
+            .filter_map(|w| w.target.as_ref().ok().cloned())
+            .collect();
+        let mut notified: Vec<_> = partitions
+            .iter()
+            .map(|p| Box::pin(p.appended.notified()))
+            .collect();
+        for n in notified.iter_mut() {
+            n.as_mut().enable();
+        }
+        let (partition_data, total, any_error) = read_all(&wanted, max_bytes, read_committed);
+        let now = Instant::now();
+        if total >= min_bytes
+            || any_error
+            || now >= deadline
+            || notified.is_empty()
+            || *broker.shutdown.borrow()
+        {
+            resp.responses = req
+                .topics
+                .iter()
+                .map(|t| {
+                    let mut tr = FetchableTopicResponse::default();
+                    tr.topic = t.topic.clone();
+                    if v >= 13 {
+                        tr.topic_id = t.topic_id;
+                    }
+                    tr
+                })
+                .collect();
+            for (w, mut pd) in wanted.iter().zip(partition_data) {
+                if v < 11 {
+                    pd.preferred_read_replica = BrokerId(-1);
+                }
+                resp.responses[w.topic_index].partitions.push(pd);
+            }
+            crate::metrics::bytes_out(total);
+            return resp;
+        }
+        let _ = tokio::time::timeout(deadline - now, select_all(notified)).await;
+    }
+}
+
+/// Reads every wanted partition once; returns their data, the bytes read, and whether any
+/// partition had an error (which ends long polling, as in Kafka).
+fn read_all(
+    wanted: &[Wanted],
+    max_bytes: usize,
+    read_committed: bool,
+) -> (Vec<PartitionData>, usize, bool) {
+    let mut out = Vec::with_capacity(wanted.len());
+    let mut total = 0usize;
+    let mut any_error = false;
+    let mut min_one = true;
+    for w in wanted {
+        let mut pd = PartitionData::default();
+        pd.partition_index = w.partition;
+        pd.records = Some(Bytes::new());
+        pd.aborted_transactions = read_committed.then(Vec::new);
+        let partition = match &w.target {
+            Ok(p) => p,
+            Err(code) => {
+                pd.error_code = *code;
+                pd.high_watermark = -1;
+                pd.last_stable_offset = -1;
+                pd.log_start_offset = -1;
+                any_error = true;
+                out.push(pd);
+                continue;
+            }
+        };
+        if w.leader_epoch > LEADER_EPOCH {
+            pd.error_code = E::UnknownLeaderEpoch.code();
+            any_error = true;
+            out.push(pd);
+            continue;
+        }
+        let budget = w.max_bytes.min(max_bytes.saturating_sub(total));
+        let result = partition
+            .log
+            .lock()
+            .map_err(|_| LogError::Offline("poisoned".into()))
+            .and_then(|log| {
+                let hw = log.high_watermark();
+                log.read(w.fetch_offset, budget, hw, min_one)
+            });
+        match result {
+            Ok(data) => {
+                pd.high_watermark = data.high_watermark;
+                pd.last_stable_offset = data.high_watermark;
+                pd.log_start_offset = data.log_start_offset;
+                if let Some(slice) = data.slice.filter(|s| s.len > 0) {
+                    // Read outside the log's lock: the slice's file handle stays valid.
+                    match slice.read_to_vec() {
+                        Ok(bytes) => {
+                            total += bytes.len();
+                            if !bytes.is_empty() {
+                                min_one = false;
+                            }
+                            pd.records = Some(Bytes::from(bytes));
+                        }
+                        Err(e) => {
+                            tracing::error!(partition = %partition.tp, "reading for a fetch failed: {e}");
+                            pd.error_code = E::KafkaStorageError.code();
+                            any_error = true;
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                pd.error_code = e.kafka_error_code();
+                if let LogError::OffsetOutOfRange {
+                    log_start_offset,
+                    log_end_offset,
+                    ..
+                } = e
+                {
+                    pd.high_watermark = log_end_offset;
+                    pd.last_stable_offset = log_end_offset;
+                    pd.log_start_offset = log_start_offset;
+                }
+                any_error = true;
+            }
+        }
+        out.push(pd);
+    }
+    (out, total, any_error)
+}

@@ -1,0 +1,68 @@
+//! InitProducerId (idempotent producers; Weir has no transactions) and DescribeCluster.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, InitProducerIdRequest,
+    InitProducerIdResponse, ProducerId,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError as E;
+
+use crate::apis::metadata::CLUSTER_OPERATIONS;
+use crate::broker::Broker;
+use crate::connection::RequestContext;
+
+pub fn init_producer_id(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let mut resp = InitProducerIdResponse::default();
+    resp.producer_id = ProducerId(-1);
+    resp.producer_epoch = -1;
+    if let Some(txn) = &req.transactional_id {
+        tracing::warn!(transactional_id = %txn.0, "refusing InitProducerId: Weir does not support transactions");
+        resp.error_code = E::UnsupportedVersion.code();
+        return resp;
+    }
+    // KIP-360: an idempotent producer may ask to bump its epoch after an error; a new id
+    // comes when the epoch would overflow.
+    if req.producer_id.0 >= 0 && req.producer_epoch >= 0 && req.producer_epoch < i16::MAX - 1 {
+        resp.producer_id = req.producer_id;
+        resp.producer_epoch = req.producer_epoch + 1;
+        return resp;
+    }
+    match broker.allocate_producer_id() {
+        Ok(id) => {
+            resp.producer_id = ProducerId(id);
+            resp.producer_epoch = 0;
+        }
+        Err(e) => {
+            tracing::error!("allocating a producer id: {}", e.message);
+            resp.error_code = e.code;
+        }
+    }
+    resp
+}
+
+pub fn describe_cluster(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: DescribeClusterRequest,
+) -> DescribeClusterResponse {
+    let mut resp = DescribeClusterResponse::default();
+    let adv = broker.config.advertised(&ctx.listener);
+    let mut b = DescribeClusterBroker::default();
+    b.broker_id = BrokerId(broker.config.node_id);
+    b.host = StrBytes::from_string(adv.host.clone());
+    b.port = adv.port as i32;
+    resp.brokers = vec![b];
+    resp.cluster_id = StrBytes::from_string(broker.cluster_id().to_string());
+    resp.controller_id = BrokerId(broker.config.node_id);
+    if req.include_cluster_authorized_operations {
+        resp.cluster_authorized_operations = CLUSTER_OPERATIONS;
+    }
+    resp
+}

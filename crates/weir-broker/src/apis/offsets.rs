@@ -1,0 +1,164 @@
+//! Offset questions about partitions: ListOffsets (earliest, latest, by timestamp, the
+//! record with the largest timestamp), OffsetForLeaderEpoch (where an epoch ended), and
+//! DeleteRecords (moving the log start offset).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{
+    DeleteRecordsRequest, DeleteRecordsResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+};
+use kafka_protocol::ResponseError as E;
+
+use crate::broker::{Broker, LEADER_EPOCH};
+use crate::connection::RequestContext;
+use crate::topics::Partition;
+
+fn resolve(broker: &Broker, topic: &str, partition: i32) -> Result<Arc<Partition>, i16> {
+    broker
+        .partition(topic, partition)
+        .ok_or(E::UnknownTopicOrPartition.code())
+}
+
+/// The leader-epoch check of requests that carry the client's view of it. The epoch never
+/// changes (one node leads forever), so a client can be ahead of it but never behind.
+fn check_epoch(current: i32) -> Result<(), i16> {
+    if current > LEADER_EPOCH {
+        Err(E::UnknownLeaderEpoch.code())
+    } else {
+        Ok(())
+    }
+}
+
+pub fn list_offsets(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: ListOffsetsRequest,
+) -> ListOffsetsResponse {
+    let v = ctx.version;
+    let mut resp = ListOffsetsResponse::default();
+    for t in req.topics {
+        let name = t.name.to_string();
+        let mut tr = ListOffsetsTopicResponse::default();
+        tr.name = t.name.clone();
+        for p in t.partitions {
+            let mut pr = ListOffsetsPartitionResponse::default();
+            pr.partition_index = p.partition_index;
+            pr.timestamp = -1;
+            pr.offset = -1;
+            let result = resolve(broker, &name, p.partition_index).and_then(|part| {
+                if v >= 4 {
+                    check_epoch(p.current_leader_epoch)?;
+                }
+                let mut log = part.log.lock().map_err(|_| E::KafkaStorageError.code())?;
+                let found = log
+                    .offset_for_timestamp(p.timestamp)
+                    .map_err(|e| e.kafka_error_code())?;
+                let epoch = found.map(|f| {
+                    log.leader_epochs()
+                        .entries()
+                        .iter()
+                        .rev()
+                        .find(|(_, start)| *start <= f.offset)
+                        .map_or(-1, |(e, _)| *e)
+                });
+                Ok((found, epoch))
+            });
+            match result {
+                Ok((Some(found), epoch)) => {
+                    pr.timestamp = found.timestamp;
+                    pr.offset = found.offset;
+                    if v >= 4 {
+                        pr.leader_epoch = epoch.unwrap_or(-1);
+                    }
+                }
+                Ok((None, _)) => {}
+                Err(code) => pr.error_code = code,
+            }
+            tr.partitions.push(pr);
+        }
+        resp.topics.push(tr);
+    }
+    resp
+}
+
+pub fn offset_for_leader_epoch(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext,
+    req: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let mut resp = OffsetForLeaderEpochResponse::default();
+    for t in req.topics {
+        let name = t.topic.to_string();
+        let mut tr = OffsetForLeaderTopicResult::default();
+        tr.topic = t.topic.clone();
+        for p in t.partitions {
+            let mut pr = EpochEndOffset::default();
+            pr.partition = p.partition;
+            pr.leader_epoch = -1;
+            pr.end_offset = -1;
+            let result = resolve(broker, &name, p.partition).and_then(|part| {
+                check_epoch(p.current_leader_epoch)?;
+                let log = part.log.lock().map_err(|_| E::KafkaStorageError.code())?;
+                Ok(log
+                    .leader_epochs()
+                    .end_offset_for(p.leader_epoch, log.log_end_offset()))
+            });
+            match result {
+                Ok((epoch, end)) => {
+                    pr.leader_epoch = epoch;
+                    pr.end_offset = end;
+                }
+                Err(code) => pr.error_code = code,
+            }
+            tr.partitions.push(pr);
+        }
+        resp.topics.push(tr);
+    }
+    resp
+}
+
+pub fn delete_records(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext,
+    req: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
+    let mut resp = DeleteRecordsResponse::default();
+    for t in req.topics {
+        let name = t.name.to_string();
+        let mut tr = DeleteRecordsTopicResult::default();
+        tr.name = t.name.clone();
+        for p in t.partitions {
+            let mut pr = DeleteRecordsPartitionResult::default();
+            pr.partition_index = p.partition_index;
+            pr.low_watermark = -1;
+            let result = resolve(broker, &name, p.partition_index).and_then(|part| {
+                let mut log = part.log.lock().map_err(|_| E::KafkaStorageError.code())?;
+                // -1 means "up to the high watermark".
+                let offset = if p.offset == -1 {
+                    log.high_watermark()
+                } else {
+                    p.offset
+                };
+                log.delete_records_before(offset)
+                    .map_err(|e| e.kafka_error_code())
+            });
+            match result {
+                Ok(low) => pr.low_watermark = low,
+                Err(code) => pr.error_code = code,
+            }
+            tr.partitions.push(pr);
+        }
+        resp.topics.push(tr);
+    }
+    resp
+}

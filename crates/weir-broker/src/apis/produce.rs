@@ -1,0 +1,137 @@
+//! Produce: each partition's batch goes to its log (validated, offsets assigned, stored as
+//! it came unless the topic asks for another codec), and the answer carries the base
+//! offset, append time and log start offset, or the Kafka error code of what was wrong.
+//! With acks=0 nothing is answered at all.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError as E;
+use weir_log::AppendOrigin;
+
+use crate::broker::{ApiError, Broker, LEADER_EPOCH};
+use crate::connection::RequestContext;
+use crate::topics::Partition;
+
+/// Appends one partition's records; the error says what to send back.
+fn append(
+    partition: &Partition,
+    records: Vec<u8>,
+    fsync_mode: bool,
+) -> Result<weir_log::LogAppendInfo, ApiError> {
+    let now = weir_log::now_ms();
+    let run = || {
+        let mut log = partition.log.lock().map_err(|_| {
+            ApiError::new(E::KafkaStorageError, "the partition's log is unavailable")
+        })?;
+        log.append_as_leader(records, LEADER_EPOCH, now, AppendOrigin::Client)
+            .map_err(ApiError::from)
+    };
+    // An append that fsyncs (flush.messages) may take milliseconds: tell the runtime.
+    let info = if fsync_mode {
+        tokio::task::block_in_place(run)?
+    } else {
+        run()?
+    };
+    partition.appended.notify_waiters();
+    Ok(info)
+}
+
+pub async fn produce(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: ProduceRequest,
+) -> Option<ProduceResponse> {
+    let v = ctx.version;
+    let acks = req.acks;
+    let mut resp = ProduceResponse::default();
+    for topic_data in req.topic_data {
+        let name = topic_data.name.to_string();
+        let topic = broker.topic(&name);
+        let mut tr = TopicProduceResponse::default();
+        tr.name = topic_data.name.clone();
+        for pd in topic_data.partition_data {
+            let mut pr = PartitionProduceResponse::default();
+            pr.index = pd.index;
+            let result: Result<weir_log::LogAppendInfo, ApiError> = (|| {
+                if !matches!(acks, -1..=1) {
+                    return Err(ApiError::new(
+                        E::InvalidRequiredAcks,
+                        format!("acks={acks} is not 0, 1 or -1"),
+                    ));
+                }
+                if req.transactional_id.is_some() {
+                    return Err(ApiError::new(
+                        E::InvalidTxnState,
+                        "transactions are not supported by Weir",
+                    ));
+                }
+                let topic = topic.as_ref().ok_or_else(|| {
+                    ApiError::new(
+                        E::UnknownTopicOrPartition,
+                        format!("topic '{name}' does not exist"),
+                    )
+                })?;
+                if topic.is_internal() {
+                    return Err(ApiError::new(
+                        E::InvalidTopicException,
+                        format!("clients may not write to the internal topic '{name}'"),
+                    ));
+                }
+                let partition = usize::try_from(pd.index)
+                    .ok()
+                    .and_then(|i| topic.partitions.get(i))
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            E::UnknownTopicOrPartition,
+                            format!("topic '{name}' has no partition {}", pd.index),
+                        )
+                    })?;
+                if acks == -1 && topic.config.min_insync_replicas > 1 {
+                    return Err(ApiError::new(
+                        E::NotEnoughReplicas,
+                        format!(
+                            "min.insync.replicas={} but this single broker is the only replica",
+                            topic.config.min_insync_replicas
+                        ),
+                    ));
+                }
+                let records = pd
+                    .records
+                    .as_ref()
+                    .filter(|r| !r.is_empty())
+                    .ok_or_else(|| {
+                        ApiError::new(E::CorruptMessage, "the request holds no records")
+                    })?;
+                crate::metrics::bytes_in(records.len());
+                append(
+                    partition,
+                    records.to_vec(),
+                    topic.config.flush_messages <= 1,
+                )
+            })();
+            match result {
+                Ok(info) => {
+                    pr.base_offset = info.first_offset;
+                    pr.log_append_time_ms = info.log_append_time;
+                    if v >= 5 {
+                        pr.log_start_offset = info.log_start_offset;
+                    }
+                }
+                Err(e) => {
+                    pr.error_code = e.code;
+                    pr.base_offset = -1;
+                    pr.log_append_time_ms = -1;
+                    if v >= 8 {
+                        pr.error_message = Some(StrBytes::from_string(e.message));
+                    }
+                }
+            }
+            tr.partition_responses.push(pr);
+        }
+        resp.responses.push(tr);
+    }
+    (acks != 0).then_some(resp)
+}

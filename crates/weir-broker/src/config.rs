@@ -1,0 +1,636 @@
+//! The broker's settings: Kafka's broker keys read from a `server.properties` file and
+//! `--override KEY=VALUE` pairs, checked at start-up. Every key is either used, or known
+//! and deliberately ignored (with the reason kept here), or an error: a typo in a config
+//! must not be silently dropped. Log settings (`log.*` and friends) are handed to
+//! weir-log's `LogConfig`. Nothing here touches the network or the disk beyond reading the
+//! properties file.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use weir_log::{LogConfig, LogManagerConfig};
+
+use crate::group::GroupConfig;
+
+/// A listener: a name (`PLAINTEXT`, or any name mapped in `listener.security.protocol.map`),
+/// where to bind, and what to tell clients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl Listener {
+    pub fn bind_addr(&self) -> String {
+        let host = if self.host.is_empty() {
+            "0.0.0.0"
+        } else {
+            &self.host
+        };
+        if host.contains(':') {
+            format!("[{host}]:{}", self.port)
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+}
+
+/// Everything the broker needs to start.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    pub listeners: Vec<Listener>,
+    /// Same names as `listeners`; what Metadata tells clients to connect to.
+    pub advertised_listeners: Vec<Listener>,
+    pub log_dirs: Vec<PathBuf>,
+    /// Topic defaults from the broker's log settings.
+    pub log_defaults: Arc<LogConfig>,
+    /// The broker keys that were set (DescribeConfigs shows them as STATIC_BROKER_CONFIG).
+    pub set_keys: Vec<String>,
+    pub log_manager: LogManagerConfig,
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    pub auto_create_topics_enable: bool,
+    pub delete_topic_enable: bool,
+    pub socket_request_max_bytes: usize,
+    pub max_connections: usize,
+    pub max_connections_per_ip: usize,
+    pub connections_max_idle_ms: u64,
+    /// Bytes of requests being read or handled at once, over all connections.
+    pub queued_max_request_bytes: usize,
+    pub group: GroupConfig,
+    pub offsets_topic_segment_bytes: u64,
+    pub offsets_retention_check_interval_ms: u64,
+    pub producer_id_expiration_ms: i64,
+    pub producer_id_expiration_check_interval_ms: u64,
+    /// Every key=value as given, for DescribeConfigs of the broker.
+    pub properties: BTreeMap<String, String>,
+}
+
+/// Keys Weir accepts from a Kafka `server.properties` but does not act on, with why.
+const IGNORED: &[(&str, &str)] = &[
+    ("process.roles", "Weir is always a single combined node"),
+    ("controller.quorum.voters", "no controller quorum: one node"),
+    (
+        "controller.quorum.bootstrap.servers",
+        "no controller quorum: one node",
+    ),
+    ("controller.listener.names", "no controller listener"),
+    ("inter.broker.listener.name", "no other brokers"),
+    ("security.inter.broker.protocol", "no other brokers"),
+    ("zookeeper.connect", "no ZooKeeper"),
+    ("zookeeper.connection.timeout.ms", "no ZooKeeper"),
+    ("zookeeper.session.timeout.ms", "no ZooKeeper"),
+    (
+        "num.network.threads",
+        "one tokio runtime serves every connection",
+    ),
+    (
+        "num.io.threads",
+        "one tokio runtime serves every connection",
+    ),
+    ("num.replica.fetchers", "no replication"),
+    ("background.threads", "background work has its own threads"),
+    ("socket.send.buffer.bytes", "the kernel's defaults are used"),
+    (
+        "socket.receive.buffer.bytes",
+        "the kernel's defaults are used",
+    ),
+    (
+        "queued.max.requests",
+        "bounded by queued.max.request.bytes instead",
+    ),
+    (
+        "offsets.topic.replication.factor",
+        "one node: replication factor 1",
+    ),
+    (
+        "transaction.state.log.replication.factor",
+        "no transactions, one node",
+    ),
+    ("transaction.state.log.min.isr", "no transactions, one node"),
+    ("transaction.state.log.num.partitions", "no transactions"),
+    ("transaction.max.timeout.ms", "no transactions"),
+    ("replica.lag.time.max.ms", "no replication"),
+    ("unclean.leader.election.enable", "no replication"),
+    ("broker.rack", "one node"),
+    (
+        "metadata.log.dir",
+        "no metadata log: topics are kept in weir-topics.json",
+    ),
+    (
+        "group.coordinator.rebalance.protocols",
+        "the classic group protocol is served",
+    ),
+    (
+        "auto.leader.rebalance.enable",
+        "one node leads every partition",
+    ),
+    ("confluent.support.metrics.enable", "Confluent-only"),
+    ("confluent.support.customer.id", "Confluent-only"),
+    ("log.message.format.version", "Weir writes v2 batches"),
+    ("inter.broker.protocol.version", "no other brokers"),
+];
+
+/// Broker keys Weir uses (beyond the log keys `LogConfig` takes).
+const USED: &[&str] = &[
+    "node.id",
+    "broker.id",
+    "listeners",
+    "advertised.listeners",
+    "listener.security.protocol.map",
+    "log.dirs",
+    "log.dir",
+    "num.partitions",
+    "default.replication.factor",
+    "auto.create.topics.enable",
+    "delete.topic.enable",
+    "socket.request.max.bytes",
+    "max.connections",
+    "max.connections.per.ip",
+    "connections.max.idle.ms",
+    "queued.max.request.bytes",
+    "num.recovery.threads.per.data.dir",
+    "log.retention.check.interval.ms",
+    "log.flush.scheduler.interval.ms",
+    "log.flush.offset.checkpoint.interval.ms",
+    "log.flush.start.offset.checkpoint.interval.ms",
+    "log.cleaner.enable",
+    "log.cleaner.threads",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.backoff.ms",
+    "log.cleaner.io.buffer.size",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.io.buffer.load.factor",
+    "group.initial.rebalance.delay.ms",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
+    "group.max.size",
+    "offsets.topic.num.partitions",
+    "offsets.topic.segment.bytes",
+    "offsets.retention.minutes",
+    "offsets.retention.check.interval.ms",
+    "offset.metadata.max.bytes",
+    "producer.id.expiration.ms",
+    "producer.id.expiration.check.interval.ms",
+    "transactional.id.expiration.ms",
+];
+
+fn parse<T: std::str::FromStr>(
+    props: &BTreeMap<String, String>,
+    key: &str,
+    default: T,
+) -> Result<T, String> {
+    match props.get(key) {
+        None => Ok(default),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| format!("{key}: '{v}' is not a valid {}", std::any::type_name::<T>())),
+    }
+}
+
+fn parse_bool(props: &BTreeMap<String, String>, key: &str, default: bool) -> Result<bool, String> {
+    match props.get(key).map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(default),
+        Some(v) if v == "true" => Ok(true),
+        Some(v) if v == "false" => Ok(false),
+        Some(v) => Err(format!("{key}: '{v}' is not true or false")),
+    }
+}
+
+/// Parses `NAME://host:port,...` (Kafka's listener syntax).
+fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, String> {
+    let mut out = Vec::new();
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, rest) = item
+            .split_once("://")
+            .ok_or_else(|| format!("{key}: '{item}' is not NAME://host:port"))?;
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| format!("{key}: '{item}' has no port"))?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("{key}: '{item}' has an invalid port"))?;
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        if name.is_empty() {
+            return Err(format!("{key}: '{item}' has no listener name"));
+        }
+        if out
+            .iter()
+            .any(|l: &Listener| l.name == name.to_ascii_uppercase())
+        {
+            return Err(format!("{key}: listener {name} is given twice"));
+        }
+        out.push(Listener {
+            name: name.to_ascii_uppercase(),
+            host,
+            port,
+        });
+    }
+    if out.is_empty() {
+        return Err(format!("{key}: no listener given"));
+    }
+    Ok(out)
+}
+
+/// Reads a Java-style properties file (`key=value` or `key: value`, `#`/`!` comments,
+/// trailing-backslash continuations).
+pub fn read_properties_file(path: &Path) -> Result<Vec<(String, String)>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    let mut pending = String::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if pending.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
+        {
+            continue;
+        }
+        if let Some(cont) = line.strip_suffix('\\') {
+            pending.push_str(cont);
+            continue;
+        }
+        pending.push_str(line);
+        let entry = std::mem::take(&mut pending);
+        let split = entry.find(['=', ':']).ok_or_else(|| {
+            format!(
+                "{}: line {}: expected key=value, got '{entry}'",
+                path.display(),
+                i + 1
+            )
+        })?;
+        out.push((
+            entry[..split].trim().to_string(),
+            entry[split + 1..].trim().to_string(),
+        ));
+    }
+    Ok(out)
+}
+
+impl BrokerConfig {
+    /// Builds the configuration from, in increasing precedence: Weir's defaults (listen on
+    /// 127.0.0.1:9092, data in ./weir-data), the properties file, the `--listen` and
+    /// `--data-dir` flags, and `--override` pairs.
+    pub fn from_sources(
+        file: Option<&Path>,
+        listen: Option<&str>,
+        data_dir: Option<&Path>,
+        overrides: &[(String, String)],
+    ) -> Result<BrokerConfig, String> {
+        let mut props = BTreeMap::new();
+        if let Some(f) = file {
+            for (k, v) in read_properties_file(f)? {
+                props.insert(k, v);
+            }
+        }
+        if let Some(addr) = listen {
+            let parsed: SocketAddr = addr.parse().map_err(|_| {
+                format!("--listen: '{addr}' is not HOST:PORT (an IP address and a port)")
+            })?;
+            props.insert("listeners".into(), format!("PLAINTEXT://{parsed}"));
+        }
+        if let Some(d) = data_dir {
+            props.insert("log.dirs".into(), d.display().to_string());
+        }
+        for (k, v) in overrides {
+            props.insert(k.clone(), v.clone());
+        }
+        Self::from_properties(props)
+    }
+
+    /// Builds the configuration from a full set of broker properties.
+    pub fn from_properties(props: BTreeMap<String, String>) -> Result<BrokerConfig, String> {
+        let (log_defaults, log_keys) =
+            LogConfig::from_broker_properties(props.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .map_err(|e| e.to_string())?;
+        for key in props.keys() {
+            let known = USED.contains(&key.as_str())
+                || log_keys.iter().any(|k| k == key)
+                || key.starts_with("listener.name.")
+                || key.starts_with("ssl.")
+                || key.starts_with("sasl.");
+            if let Some((_, why)) = IGNORED.iter().find(|(k, _)| k == key) {
+                tracing::info!("ignoring {key}: {why}");
+                continue;
+            }
+            if !known {
+                return Err(format!(
+                    "unknown broker setting '{key}' (a typo? Kafka's broker keys are listed at \
+                     https://kafka.apache.org/documentation/#brokerconfigs)"
+                ));
+            }
+            if key.starts_with("ssl.")
+                || key.starts_with("sasl.")
+                || key.starts_with("listener.name.")
+            {
+                return Err(format!(
+                    "{key}: TLS and SASL are not supported by this Weir version yet"
+                ));
+            }
+        }
+        let node_id = match (props.get("node.id"), props.get("broker.id")) {
+            (Some(a), Some(b)) if a.trim() != b.trim() => {
+                return Err(format!("node.id={a} and broker.id={b} disagree"));
+            }
+            _ => parse(&props, "node.id", parse(&props, "broker.id", 1i32)?)?,
+        };
+        if node_id < 0 {
+            return Err(format!("node.id must not be negative, got {node_id}"));
+        }
+        let listeners = parse_listeners(
+            "listeners",
+            props
+                .get("listeners")
+                .map_or("PLAINTEXT://127.0.0.1:9092", |s| s.as_str()),
+        )?;
+        let protocol_map = parse_protocol_map(props.get("listener.security.protocol.map"))?;
+        for l in &listeners {
+            match protocol_map.get(&l.name).map(String::as_str) {
+                Some("PLAINTEXT") => {}
+                Some(p) => {
+                    return Err(format!(
+                        "listener {} uses {p}: only PLAINTEXT listeners are supported by this Weir version",
+                        l.name
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                        "listener {} has no security protocol: add it to listener.security.protocol.map",
+                        l.name
+                    ))
+                }
+            }
+        }
+        let advertised_listeners = match props.get("advertised.listeners") {
+            None => listeners
+                .iter()
+                .map(|l| Listener {
+                    host: if l.host.is_empty() || l.host == "0.0.0.0" || l.host == "::" {
+                        "localhost".to_string()
+                    } else {
+                        l.host.clone()
+                    },
+                    ..l.clone()
+                })
+                .collect(),
+            Some(v) => {
+                let adv = parse_listeners("advertised.listeners", v)?;
+                for a in &adv {
+                    if !listeners.iter().any(|l| l.name == a.name) {
+                        return Err(format!(
+                            "advertised.listeners names {}, which is not in listeners",
+                            a.name
+                        ));
+                    }
+                    if a.host.is_empty() || a.host == "0.0.0.0" || a.host == "::" {
+                        return Err(format!(
+                            "advertised.listeners: {} must name a host clients can reach, not '{}'",
+                            a.name, a.host
+                        ));
+                    }
+                }
+                // Listeners not advertised explicitly are advertised as they bind.
+                let mut all = adv.clone();
+                for l in &listeners {
+                    if !adv.iter().any(|a| a.name == l.name) {
+                        all.push(l.clone());
+                    }
+                }
+                all
+            }
+        };
+        let log_dirs: Vec<PathBuf> = props
+            .get("log.dirs")
+            .or_else(|| props.get("log.dir"))
+            .map_or("./weir-data", |s| s.as_str())
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .collect();
+        if log_dirs.is_empty() {
+            return Err("log.dirs names no directory".into());
+        }
+        let log_defaults = Arc::new(log_defaults);
+        let mut log_manager = LogManagerConfig::new(log_dirs[0].clone());
+        log_manager.log_dirs = log_dirs.clone();
+        log_manager.node_id = node_id;
+        log_manager.default_config = log_defaults.clone();
+        log_manager.recovery_threads_per_data_dir =
+            parse(&props, "num.recovery.threads.per.data.dir", 2usize)?.max(1);
+        log_manager.retention_check_interval_ms =
+            parse(&props, "log.retention.check.interval.ms", 300_000i64)?;
+        log_manager.checkpoint_interval_ms =
+            parse(&props, "log.flush.offset.checkpoint.interval.ms", 60_000i64)?;
+        log_manager.cleaner_enable = parse_bool(&props, "log.cleaner.enable", true)?;
+        log_manager.cleaner_dedupe_buffer_size =
+            parse(&props, "log.cleaner.dedupe.buffer.size", 134_217_728usize)?;
+        log_manager.cleaner_backoff_ms = parse(&props, "log.cleaner.backoff.ms", 15_000i64)?;
+        if log_manager.retention_check_interval_ms < 1 {
+            return Err("log.retention.check.interval.ms must be at least 1".into());
+        }
+        let default_replication_factor: i16 = parse(&props, "default.replication.factor", 1)?;
+        if default_replication_factor != 1 {
+            return Err(format!(
+                "default.replication.factor={default_replication_factor}: Weir is a single node, so it must be 1"
+            ));
+        }
+        let num_partitions: i32 = parse(&props, "num.partitions", 1)?;
+        if num_partitions < 1 {
+            return Err(format!(
+                "num.partitions must be at least 1, got {num_partitions}"
+            ));
+        }
+        let socket_request_max_bytes: usize =
+            parse(&props, "socket.request.max.bytes", 104_857_600usize)?;
+        if socket_request_max_bytes < 64 {
+            return Err("socket.request.max.bytes must be at least 64".into());
+        }
+        let queued: i64 = parse(&props, "queued.max.request.bytes", -1i64)?;
+        let group = GroupConfig {
+            initial_rebalance_delay_ms: parse(&props, "group.initial.rebalance.delay.ms", 3000u64)?,
+            min_session_timeout_ms: parse(&props, "group.min.session.timeout.ms", 6000i32)?,
+            max_session_timeout_ms: parse(&props, "group.max.session.timeout.ms", 1_800_000i32)?,
+            max_size: parse(&props, "group.max.size", i32::MAX as usize)?,
+            offsets_retention_ms: parse(&props, "offsets.retention.minutes", 10_080i64)? * 60_000,
+            offsets_topic_partitions: parse(&props, "offsets.topic.num.partitions", 50i32)?,
+            offset_metadata_max_bytes: parse(&props, "offset.metadata.max.bytes", 4096usize)?,
+        };
+        if group.offsets_topic_partitions < 1 {
+            return Err("offsets.topic.num.partitions must be at least 1".into());
+        }
+        if group.min_session_timeout_ms > group.max_session_timeout_ms {
+            return Err(
+                "group.min.session.timeout.ms is above group.max.session.timeout.ms".into(),
+            );
+        }
+        Ok(BrokerConfig {
+            node_id,
+            listeners,
+            advertised_listeners,
+            log_dirs,
+            log_defaults,
+            set_keys: props.keys().cloned().collect(),
+            log_manager,
+            num_partitions,
+            default_replication_factor,
+            auto_create_topics_enable: parse_bool(&props, "auto.create.topics.enable", true)?,
+            delete_topic_enable: parse_bool(&props, "delete.topic.enable", true)?,
+            socket_request_max_bytes,
+            max_connections: parse(&props, "max.connections", i32::MAX as usize)?,
+            max_connections_per_ip: parse(&props, "max.connections.per.ip", i32::MAX as usize)?,
+            connections_max_idle_ms: parse(&props, "connections.max.idle.ms", 600_000u64)?,
+            // Kafka's default (-1) sets no bound; Weir keeps one (see RELIABILITY.md).
+            queued_max_request_bytes: if queued <= 0 {
+                512 << 20
+            } else {
+                queued as usize
+            },
+            group,
+            offsets_topic_segment_bytes: parse(
+                &props,
+                "offsets.topic.segment.bytes",
+                104_857_600u64,
+            )?,
+            offsets_retention_check_interval_ms: parse(
+                &props,
+                "offsets.retention.check.interval.ms",
+                600_000u64,
+            )?,
+            producer_id_expiration_ms: parse(&props, "producer.id.expiration.ms", 86_400_000i64)?,
+            producer_id_expiration_check_interval_ms: parse(
+                &props,
+                "producer.id.expiration.check.interval.ms",
+                600_000u64,
+            )?,
+            properties: props,
+        })
+    }
+
+    /// The advertised address of the listener named `name`.
+    pub fn advertised(&self, name: &str) -> &Listener {
+        self.advertised_listeners
+            .iter()
+            .find(|l| l.name == name)
+            .unwrap_or(&self.advertised_listeners[0])
+    }
+}
+
+fn parse_protocol_map(value: Option<&String>) -> Result<BTreeMap<String, String>, String> {
+    let mut map: BTreeMap<String, String> = ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+        .iter()
+        .map(|p| (p.to_string(), p.to_string()))
+        .collect();
+    if let Some(v) = value {
+        map.clear();
+        for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (name, proto) = item.split_once(':').ok_or_else(|| {
+                format!("listener.security.protocol.map: '{item}' is not NAME:PROTOCOL")
+            })?;
+            let proto = proto.trim().to_ascii_uppercase();
+            if !["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"].contains(&proto.as_str()) {
+                return Err(format!(
+                    "listener.security.protocol.map: unknown security protocol '{proto}'"
+                ));
+            }
+            map.insert(name.trim().to_ascii_uppercase(), proto);
+        }
+    }
+    Ok(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Result<BrokerConfig, String> {
+        BrokerConfig::from_properties(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn defaults_listen_locally_and_keep_data_in_weir_data() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(
+            c.listeners,
+            vec![Listener {
+                name: "PLAINTEXT".into(),
+                host: "127.0.0.1".into(),
+                port: 9092
+            }]
+        );
+        assert_eq!(c.advertised_listeners, c.listeners);
+        assert_eq!(c.log_dirs, vec![PathBuf::from("./weir-data")]);
+        assert_eq!(c.num_partitions, 1);
+        assert!(c.auto_create_topics_enable);
+    }
+
+    #[test]
+    fn kafkas_sample_server_properties_loads() {
+        let c = cfg(&[
+            ("process.roles", "broker,controller"),
+            ("node.id", "1"),
+            ("controller.quorum.voters", "1@localhost:9093"),
+            ("listeners", "PLAINTEXT://:9092"),
+            ("advertised.listeners", "PLAINTEXT://broker.example:9092"),
+            ("num.network.threads", "3"),
+            ("log.dirs", "/tmp/a,/tmp/b"),
+            ("num.partitions", "3"),
+            ("offsets.topic.replication.factor", "1"),
+            ("log.retention.hours", "168"),
+            ("log.segment.bytes", "1073741824"),
+            ("log.retention.check.interval.ms", "300000"),
+        ])
+        .unwrap();
+        assert_eq!(c.log_dirs.len(), 2);
+        assert_eq!(c.advertised("PLAINTEXT").host, "broker.example");
+        assert_eq!(c.listeners[0].bind_addr(), "0.0.0.0:9092");
+        assert_eq!(c.log_defaults.retention_ms, 168 * 3_600_000);
+    }
+
+    #[test]
+    fn mistakes_are_errors_that_say_what_to_fix() {
+        let e = cfg(&[("log.retention.hourz", "5")]).unwrap_err();
+        assert!(
+            e.contains("unknown broker setting 'log.retention.hourz'"),
+            "{e}"
+        );
+        let e = cfg(&[("num.partitions", "zero")]).unwrap_err();
+        assert!(e.contains("num.partitions"), "{e}");
+        let e = cfg(&[("log.segment.bytes", "5")]).unwrap_err();
+        assert!(e.contains("segment.bytes"), "{e}");
+        let e = cfg(&[("listeners", "SSL://:9093")]).unwrap_err();
+        assert!(e.contains("only PLAINTEXT"), "{e}");
+        let e = cfg(&[("advertised.listeners", "PLAINTEXT://0.0.0.0:9092")]).unwrap_err();
+        assert!(e.contains("must name a host"), "{e}");
+        let e = cfg(&[("default.replication.factor", "3")]).unwrap_err();
+        assert!(e.contains("single node"), "{e}");
+    }
+
+    #[test]
+    fn properties_files_follow_java_syntax() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("server.properties");
+        std::fs::write(&p, "# comment\n! also\nnum.partitions = 4\nlog.dirs: /tmp/x\nlisteners=PLAINTEXT://127.0.0.1:19092,\\\n  OTHER://127.0.0.1:19093\nlistener.security.protocol.map=PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT\n").unwrap();
+        let c = BrokerConfig::from_sources(
+            Some(&p),
+            None,
+            None,
+            &[("num.partitions".into(), "6".into())],
+        )
+        .unwrap();
+        assert_eq!(c.num_partitions, 6, "--override wins over the file");
+        assert_eq!(c.log_dirs, vec![PathBuf::from("/tmp/x")]);
+        assert_eq!(c.listeners.len(), 2);
+    }
+}

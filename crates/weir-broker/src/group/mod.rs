@@ -1,0 +1,141 @@
+//! The consumer group coordinator: Kafka's classic group protocol and committed offsets.
+//! Owns membership, rebalances and the offsets cache; must not touch sockets or logs itself —
+//! every byte it persists goes through [`GroupStore`].
+//!
+//! The shape follows Kafka's `GroupCoordinator` (request handling, rebalance timers) and
+//! `GroupMetadataManager` (offsets cache, persistence, loading, expiry):
+//!
+//! - `metadata`: one group's state and the pure rules of its state machine
+//!   (Empty → PreparingRebalance → CompletingRebalance → Stable, and Dead).
+//! - `coordinator`: the membership APIs, the timers (sessions, rebalance timeouts, the
+//!   initial rebalance delay) and the background task [`GroupCoordinator::run`].
+//! - `offsets`: OffsetCommit/OffsetFetch/OffsetDelete, the admin APIs (List, Describe,
+//!   DeleteGroups), start-up loading and offset expiry.
+//! - `records`: the bytes of Kafka's OffsetCommitKey/Value and GroupMetadataKey/Value.
+//!
+//! Locking: a map of groups behind one `std::sync::Mutex`, and one `Mutex` per group. The map
+//! lock is only ever held alone (never while a group's lock is held or taken); a group's lock
+//! may be held while the store appends and while the timer wake-up slot is updated. No lock is
+//! held across an `.await`.
+//! Parked JoinGroup/SyncGroup calls wait on `oneshot` channels owned by the member.
+
+mod coordinator;
+mod metadata;
+mod offsets;
+mod records;
+
+#[cfg(test)]
+mod tests;
+
+pub use coordinator::GroupCoordinator;
+
+/// Broker settings the coordinator follows, with Kafka's names and defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group
+    /// waits for more members (extended by each new member, up to the rebalance timeout).
+    pub initial_rebalance_delay_ms: u64,
+    /// `group.min.session.timeout.ms`.
+    pub min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`.
+    pub max_session_timeout_ms: i32,
+    /// `group.max.size`.
+    pub max_size: usize,
+    /// `offsets.retention.minutes` × 60 000: how long committed offsets outlive an empty group.
+    pub offsets_retention_ms: i64,
+    /// `offsets.topic.num.partitions`.
+    pub offsets_topic_partitions: i32,
+    /// `offset.metadata.max.bytes` (counted, as Kafka does, in UTF-16 code units).
+    pub offset_metadata_max_bytes: usize,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        GroupConfig {
+            initial_rebalance_delay_ms: 3_000,
+            min_session_timeout_ms: 6_000,
+            max_session_timeout_ms: 1_800_000,
+            max_size: i32::MAX as usize,
+            offsets_retention_ms: 7 * 24 * 60 * 60 * 1000,
+            offsets_topic_partitions: 50,
+            offset_metadata_max_bytes: 4096,
+        }
+    }
+}
+
+/// Persistence of group metadata and committed offsets: the broker appends these records to
+/// the compacted `__consumer_offsets` topic on its own log. Synchronous: an append is a write
+/// to the page cache. Returns a Kafka error code on failure.
+///
+/// The coordinator calls `append` while it holds a group's lock, so an implementation must
+/// not call back into the coordinator.
+pub trait GroupStore: Send + Sync + 'static {
+    fn append(
+        &self,
+        partition: i32,
+        records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        now_ms: i64,
+    ) -> Result<(), i16>;
+}
+
+/// Kafka error codes the coordinator answers with.
+pub(crate) mod codes {
+    use kafka_protocol::ResponseError as E;
+
+    pub const NONE: i16 = 0;
+    pub const UNKNOWN_SERVER_ERROR: i16 = E::UnknownServerError.code();
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = E::UnknownTopicOrPartition.code();
+    pub const INVALID_FETCH_SIZE: i16 = E::InvalidFetchSize.code();
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = E::NotLeaderOrFollower.code();
+    pub const REQUEST_TIMED_OUT: i16 = E::RequestTimedOut.code();
+    pub const MESSAGE_TOO_LARGE: i16 = E::MessageTooLarge.code();
+    pub const OFFSET_METADATA_TOO_LARGE: i16 = E::OffsetMetadataTooLarge.code();
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = E::CoordinatorNotAvailable.code();
+    pub const NOT_COORDINATOR: i16 = E::NotCoordinator.code();
+    pub const RECORD_LIST_TOO_LARGE: i16 = E::RecordListTooLarge.code();
+    pub const NOT_ENOUGH_REPLICAS: i16 = E::NotEnoughReplicas.code();
+    pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = E::NotEnoughReplicasAfterAppend.code();
+    pub const ILLEGAL_GENERATION: i16 = E::IllegalGeneration.code();
+    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = E::InconsistentGroupProtocol.code();
+    pub const INVALID_GROUP_ID: i16 = E::InvalidGroupId.code();
+    pub const UNKNOWN_MEMBER_ID: i16 = E::UnknownMemberId.code();
+    pub const INVALID_SESSION_TIMEOUT: i16 = E::InvalidSessionTimeout.code();
+    pub const REBALANCE_IN_PROGRESS: i16 = E::RebalanceInProgress.code();
+    pub const INVALID_REQUEST: i16 = E::InvalidRequest.code();
+    pub const INVALID_COMMIT_OFFSET_SIZE: i16 = E::InvalidCommitOffsetSize.code();
+    pub const KAFKA_STORAGE_ERROR: i16 = E::KafkaStorageError.code();
+    pub const NON_EMPTY_GROUP: i16 = E::NonEmptyGroup.code();
+    pub const GROUP_ID_NOT_FOUND: i16 = E::GroupIdNotFound.code();
+    pub const MEMBER_ID_REQUIRED: i16 = E::MemberIdRequired.code();
+    pub const GROUP_MAX_SIZE_REACHED: i16 = E::GroupMaxSizeReached.code();
+    pub const FENCED_INSTANCE_ID: i16 = E::FencedInstanceId.code();
+    pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = E::GroupSubscribedToTopic.code();
+
+    /// Kafka's translation of a failed `__consumer_offsets` append for a group metadata write
+    /// (`GroupMetadataManager.storeGroup`).
+    pub fn for_group_store(code: i16) -> i16 {
+        match code {
+            UNKNOWN_TOPIC_OR_PARTITION | NOT_ENOUGH_REPLICAS | NOT_ENOUGH_REPLICAS_AFTER_APPEND => {
+                COORDINATOR_NOT_AVAILABLE
+            }
+            NOT_LEADER_OR_FOLLOWER | KAFKA_STORAGE_ERROR => NOT_COORDINATOR,
+            REQUEST_TIMED_OUT => REBALANCE_IN_PROGRESS,
+            MESSAGE_TOO_LARGE | RECORD_LIST_TOO_LARGE | INVALID_FETCH_SIZE => UNKNOWN_SERVER_ERROR,
+            other => other,
+        }
+    }
+
+    /// Kafka's translation of a failed append for an offset commit (`storeOffsets`).
+    pub fn for_offset_store(code: i16) -> i16 {
+        match code {
+            UNKNOWN_TOPIC_OR_PARTITION | NOT_ENOUGH_REPLICAS | NOT_ENOUGH_REPLICAS_AFTER_APPEND => {
+                COORDINATOR_NOT_AVAILABLE
+            }
+            NOT_LEADER_OR_FOLLOWER | KAFKA_STORAGE_ERROR => NOT_COORDINATOR,
+            MESSAGE_TOO_LARGE | RECORD_LIST_TOO_LARGE | INVALID_FETCH_SIZE => {
+                INVALID_COMMIT_OFFSET_SIZE
+            }
+            other => other,
+        }
+    }
+}

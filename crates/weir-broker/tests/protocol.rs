@@ -1,0 +1,504 @@
+//! The broker at the protocol level, with raw frames over real sockets: every advertised API
+//! answers at its lowest and highest version; ApiVersions falls back to v0 for versions it
+//! does not know; and a garbage, oversized, truncated or unknown-API frame closes only the
+//! connection that sent it.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use weir_broker::{BrokerConfig, RunningBroker};
+
+async fn start(dir: &std::path::Path) -> RunningBroker {
+    let mut props = std::collections::BTreeMap::new();
+    props.insert(
+        "listeners".to_string(),
+        "PLAINTEXT://127.0.0.1:0".to_string(),
+    );
+    props.insert("log.dirs".to_string(), dir.display().to_string());
+    props.insert(
+        "group.initial.rebalance.delay.ms".to_string(),
+        "0".to_string(),
+    );
+    props.insert("offsets.topic.num.partitions".to_string(), "2".to_string());
+    RunningBroker::start(BrokerConfig::from_properties(props).unwrap())
+        .await
+        .unwrap()
+}
+
+fn frame(api: ApiKey, version: i16, corr: i32, body: &RequestKind) -> Bytes {
+    let mut buf = BytesMut::new();
+    let mut header = RequestHeader::default();
+    header.request_api_key = api as i16;
+    header.request_api_version = version;
+    header.correlation_id = corr;
+    header.client_id = Some(StrBytes::from_static_str("protocol-test"));
+    header
+        .encode(&mut buf, api.request_header_version(version))
+        .unwrap();
+    body.encode(&mut buf, version).unwrap();
+    let mut out = BytesMut::new();
+    out.extend_from_slice(&(buf.len() as i32).to_be_bytes());
+    out.extend_from_slice(&buf);
+    out.freeze()
+}
+
+async fn read_frame(s: &mut TcpStream) -> Option<Bytes> {
+    let n = tokio::time::timeout(Duration::from_secs(10), s.read_i32())
+        .await
+        .ok()?
+        .ok()?;
+    let mut buf = vec![0u8; n as usize];
+    s.read_exact(&mut buf).await.ok()?;
+    Some(Bytes::from(buf))
+}
+
+async fn call(
+    s: &mut TcpStream,
+    api: ApiKey,
+    version: i16,
+    corr: i32,
+    body: RequestKind,
+) -> ResponseKind {
+    s.write_all(&frame(api, version, corr, &body))
+        .await
+        .unwrap();
+    let mut resp = read_frame(s)
+        .await
+        .unwrap_or_else(|| panic!("no response to {api:?} v{version}"));
+    let header =
+        ResponseHeader::decode_with_version(&mut resp, api.response_header_version(version));
+    assert_eq!(header, corr, "{api:?} v{version}: correlation id");
+    ResponseKind::decode(api, &mut resp, version)
+        .unwrap_or_else(|e| panic!("{api:?} v{version}: {e}"))
+}
+
+trait DecodeHeader {
+    fn decode_with_version(buf: &mut Bytes, version: i16) -> i32;
+}
+impl DecodeHeader for ResponseHeader {
+    fn decode_with_version(buf: &mut Bytes, version: i16) -> i32 {
+        use kafka_protocol::protocol::Decodable;
+        ResponseHeader::decode(buf, version).unwrap().correlation_id
+    }
+}
+
+/// A sensible request of each API, valid at every version we serve.
+fn request(api: ApiKey, topic: &str, v: i16) -> RequestKind {
+    let name = || TopicName(StrBytes::from_string(topic.to_string()));
+    match api {
+        ApiKey::Produce => {
+            let mut b =
+                weir_record::BatchBuilder::new(weir_record::Compression::None, 0, usize::MAX);
+            b.append(1_700_000_000_000, Some(b"k"), Some(b"v"), &[])
+                .unwrap();
+            let mut pd = produce_request::PartitionProduceData::default();
+            pd.records = Some(Bytes::from(b.build().unwrap().bytes));
+            let mut td = produce_request::TopicProduceData::default();
+            td.name = name();
+            td.partition_data = vec![pd];
+            let mut r = ProduceRequest::default();
+            r.acks = 1;
+            r.timeout_ms = 1000;
+            r.topic_data = vec![td];
+            RequestKind::Produce(r)
+        }
+        ApiKey::Fetch => {
+            let mut p = fetch_request::FetchPartition::default();
+            p.partition_max_bytes = 1 << 20;
+            let mut t = fetch_request::FetchTopic::default();
+            t.topic = name();
+            t.partitions = vec![p];
+            let mut r = FetchRequest::default();
+            r.max_bytes = 1 << 20;
+            r.max_wait_ms = 10;
+            r.session_epoch = -1;
+            r.topics = vec![t];
+            RequestKind::Fetch(r)
+        }
+        ApiKey::ListOffsets => {
+            let mut p = list_offsets_request::ListOffsetsPartition::default();
+            p.timestamp = -1;
+            let mut t = list_offsets_request::ListOffsetsTopic::default();
+            t.name = name();
+            t.partitions = vec![p];
+            let mut r = ListOffsetsRequest::default();
+            r.topics = vec![t];
+            RequestKind::ListOffsets(r)
+        }
+        ApiKey::Metadata => {
+            let mut t = metadata_request::MetadataRequestTopic::default();
+            t.name = Some(name());
+            let mut r = MetadataRequest::default();
+            r.topics = Some(vec![t]);
+            RequestKind::Metadata(r)
+        }
+        ApiKey::OffsetCommit => {
+            let mut r = OffsetCommitRequest::default();
+            r.group_id = GroupId(StrBytes::from_static_str("g-protocol"));
+            r.generation_id_or_member_epoch = -1;
+            RequestKind::OffsetCommit(r)
+        }
+        ApiKey::OffsetFetch => {
+            let mut r = OffsetFetchRequest::default();
+            if v >= 8 {
+                let mut g = offset_fetch_request::OffsetFetchRequestGroup::default();
+                g.group_id = GroupId(StrBytes::from_static_str("g-protocol"));
+                r.groups = vec![g];
+            } else {
+                r.group_id = GroupId(StrBytes::from_static_str("g-protocol"));
+            }
+            RequestKind::OffsetFetch(r)
+        }
+        ApiKey::FindCoordinator => {
+            let mut r = FindCoordinatorRequest::default();
+            if v >= 4 {
+                r.coordinator_keys = vec![StrBytes::from_static_str("g-protocol")];
+            } else {
+                r.key = StrBytes::from_static_str("g-protocol");
+            }
+            RequestKind::FindCoordinator(r)
+        }
+        ApiKey::JoinGroup => {
+            let mut r = JoinGroupRequest::default();
+            r.group_id = GroupId(StrBytes::from_static_str("g-join"));
+            r.session_timeout_ms = 10_000;
+            r.rebalance_timeout_ms = 10_000;
+            r.protocol_type = StrBytes::from_static_str("consumer");
+            let mut p = join_group_request::JoinGroupRequestProtocol::default();
+            p.name = StrBytes::from_static_str("range");
+            r.protocols = vec![p];
+            RequestKind::JoinGroup(r)
+        }
+        ApiKey::Heartbeat => {
+            let mut r = HeartbeatRequest::default();
+            r.group_id = GroupId(StrBytes::from_static_str("g-none"));
+            RequestKind::Heartbeat(r)
+        }
+        ApiKey::LeaveGroup => {
+            let mut r = LeaveGroupRequest::default();
+            r.group_id = GroupId(StrBytes::from_static_str("g-none"));
+            if v >= 3 {
+                let mut m = leave_group_request::MemberIdentity::default();
+                m.member_id = StrBytes::from_static_str("nobody");
+                r.members = vec![m];
+            } else {
+                r.member_id = StrBytes::from_static_str("nobody");
+            }
+            RequestKind::LeaveGroup(r)
+        }
+        ApiKey::SyncGroup => {
+            let mut r = SyncGroupRequest::default();
+            r.group_id = GroupId(StrBytes::from_static_str("g-none"));
+            RequestKind::SyncGroup(r)
+        }
+        ApiKey::DescribeGroups => {
+            let mut r = DescribeGroupsRequest::default();
+            r.groups = vec![GroupId(StrBytes::from_static_str("g-protocol"))];
+            RequestKind::DescribeGroups(r)
+        }
+        ApiKey::ListGroups => RequestKind::ListGroups(ListGroupsRequest::default()),
+        ApiKey::ApiVersions => {
+            let mut r = ApiVersionsRequest::default();
+            r.client_software_name = StrBytes::from_static_str("weir-test");
+            r.client_software_version = StrBytes::from_static_str("1.0");
+            RequestKind::ApiVersions(r)
+        }
+        ApiKey::CreateTopics => {
+            let mut t = create_topics_request::CreatableTopic::default();
+            t.name = TopicName(StrBytes::from_string(format!("{topic}-created")));
+            t.num_partitions = 2;
+            t.replication_factor = 1;
+            let mut r = CreateTopicsRequest::default();
+            r.topics = vec![t];
+            r.timeout_ms = 1000;
+            r.validate_only = true;
+            RequestKind::CreateTopics(r)
+        }
+        ApiKey::DeleteTopics => {
+            let mut r = DeleteTopicsRequest::default();
+            if v >= 6 {
+                let mut st = delete_topics_request::DeleteTopicState::default();
+                st.name = Some(TopicName(StrBytes::from_static_str("does-not-exist")));
+                r.topics = vec![st];
+            } else {
+                r.topic_names = vec![TopicName(StrBytes::from_static_str("does-not-exist"))];
+            }
+            r.timeout_ms = 1000;
+            RequestKind::DeleteTopics(r)
+        }
+        ApiKey::DeleteRecords => {
+            let mut p = delete_records_request::DeleteRecordsPartition::default();
+            p.offset = 0;
+            let mut t = delete_records_request::DeleteRecordsTopic::default();
+            t.name = name();
+            t.partitions = vec![p];
+            let mut r = DeleteRecordsRequest::default();
+            r.topics = vec![t];
+            RequestKind::DeleteRecords(r)
+        }
+        ApiKey::InitProducerId => {
+            let mut r = InitProducerIdRequest::default();
+            r.transaction_timeout_ms = 60_000;
+            r.producer_id = ProducerId(-1);
+            r.producer_epoch = -1;
+            RequestKind::InitProducerId(r)
+        }
+        ApiKey::OffsetForLeaderEpoch => {
+            let mut p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();
+            p.leader_epoch = 0;
+            p.current_leader_epoch = -1;
+            let mut t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default();
+            t.topic = name();
+            t.partitions = vec![p];
+            let mut r = OffsetForLeaderEpochRequest::default();
+            r.replica_id = BrokerId(-1);
+            r.topics = vec![t];
+            RequestKind::OffsetForLeaderEpoch(r)
+        }
+        ApiKey::DescribeConfigs => {
+            let mut res = describe_configs_request::DescribeConfigsResource::default();
+            res.resource_type = 2;
+            res.resource_name = StrBytes::from_string(topic.to_string());
+            let mut r = DescribeConfigsRequest::default();
+            r.resources = vec![res];
+            RequestKind::DescribeConfigs(r)
+        }
+        ApiKey::AlterConfigs => {
+            let mut res = alter_configs_request::AlterConfigsResource::default();
+            res.resource_type = 2;
+            res.resource_name = StrBytes::from_string(topic.to_string());
+            let mut r = AlterConfigsRequest::default();
+            r.resources = vec![res];
+            r.validate_only = true;
+            RequestKind::AlterConfigs(r)
+        }
+        ApiKey::CreatePartitions => {
+            let mut t = create_partitions_request::CreatePartitionsTopic::default();
+            t.name = name();
+            t.count = 3;
+            let mut r = CreatePartitionsRequest::default();
+            r.topics = vec![t];
+            r.validate_only = true;
+            RequestKind::CreatePartitions(r)
+        }
+        ApiKey::DeleteGroups => {
+            let mut r = DeleteGroupsRequest::default();
+            r.groups_names = vec![GroupId(StrBytes::from_static_str("g-none"))];
+            RequestKind::DeleteGroups(r)
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            let mut res = incremental_alter_configs_request::AlterConfigsResource::default();
+            res.resource_type = 2;
+            res.resource_name = StrBytes::from_string(topic.to_string());
+            let mut r = IncrementalAlterConfigsRequest::default();
+            r.resources = vec![res];
+            r.validate_only = true;
+            RequestKind::IncrementalAlterConfigs(r)
+        }
+        ApiKey::OffsetDelete => {
+            let mut r = OffsetDeleteRequest::default();
+            r.group_id = GroupId(StrBytes::from_static_str("g-none"));
+            RequestKind::OffsetDelete(r)
+        }
+        ApiKey::DescribeCluster => RequestKind::DescribeCluster(DescribeClusterRequest::default()),
+        other => panic!("no test request for {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_advertised_api_answers_at_its_lowest_and_highest_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut s = TcpStream::connect(broker.addrs[0]).await.unwrap();
+    // The topic the requests name exists (made by Metadata's auto-creation).
+    call(
+        &mut s,
+        ApiKey::Metadata,
+        4,
+        1,
+        request(ApiKey::Metadata, "proto", 4),
+    )
+    .await;
+    let mut corr = 10;
+    for (api, lo, hi) in weir_broker::apis::SUPPORTED {
+        for v in [*lo, *hi] {
+            corr += 1;
+            let resp = call(&mut s, *api, v, corr, request(*api, "proto", v)).await;
+            if let ResponseKind::ApiVersions(r) = &resp {
+                assert_eq!(r.error_code, 0);
+                assert_eq!(r.api_keys.len(), weir_broker::apis::SUPPORTED.len());
+            }
+            if let ResponseKind::Produce(r) = &resp {
+                assert_eq!(
+                    r.responses[0].partition_responses[0].error_code, 0,
+                    "produce v{v}"
+                );
+            }
+            if let ResponseKind::Fetch(r) = &resp {
+                let p = &r.responses[0].partitions[0];
+                assert_eq!(p.error_code, 0, "fetch v{v}");
+                assert!(
+                    p.records.as_ref().is_some_and(|b| !b.is_empty()),
+                    "fetch v{v} returns the produced batch"
+                );
+            }
+        }
+    }
+    broker.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_api_versions_version_gets_the_v0_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut s = TcpStream::connect(broker.addrs[0]).await.unwrap();
+    // ApiVersions v99: header v2 (flexible), as a client from the future would send.
+    let mut body = BytesMut::new();
+    body.extend_from_slice(&18i16.to_be_bytes());
+    body.extend_from_slice(&99i16.to_be_bytes());
+    body.extend_from_slice(&7i32.to_be_bytes());
+    body.extend_from_slice(&(-1i16).to_be_bytes()); // null client id
+    body.extend_from_slice(&[0, 0, 0]); // tagged fields, and an empty body
+    let mut f = (body.len() as i32).to_be_bytes().to_vec();
+    f.extend_from_slice(&body);
+    s.write_all(&f).await.unwrap();
+    let mut resp = read_frame(&mut s).await.unwrap();
+    assert_eq!(ResponseHeader::decode_with_version(&mut resp, 0), 7);
+    let ResponseKind::ApiVersions(r) =
+        ResponseKind::decode(ApiKey::ApiVersions, &mut resp, 0).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 35, "UNSUPPORTED_VERSION");
+    assert!(r
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == 18 && k.max_version == 4));
+    broker.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_frame_closes_only_its_own_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut good = TcpStream::connect(broker.addrs[0]).await.unwrap();
+    let bad_frames: Vec<Vec<u8>> = vec![
+        // garbage
+        vec![0, 0, 0, 12, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8],
+        // oversized (beyond socket.request.max.bytes)
+        (200_000_000i32).to_be_bytes().to_vec(),
+        // negative size
+        (-5i32).to_be_bytes().to_vec(),
+        // unknown API key 9999
+        {
+            let mut v = vec![0, 0, 0, 10];
+            v.extend_from_slice(&9999i16.to_be_bytes());
+            v.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0xff, 0xff]);
+            v
+        },
+        // a Metadata request whose body claims two billion topics
+        {
+            let mut v = Vec::new();
+            v.extend_from_slice(&3i16.to_be_bytes());
+            v.extend_from_slice(&1i16.to_be_bytes());
+            v.extend_from_slice(&1i32.to_be_bytes());
+            v.extend_from_slice(&(-1i16).to_be_bytes());
+            v.extend_from_slice(&i32::MAX.to_be_bytes());
+            let mut f = (v.len() as i32).to_be_bytes().to_vec();
+            f.extend_from_slice(&v);
+            f
+        },
+    ];
+    for (i, bytes) in bad_frames.iter().enumerate() {
+        let mut bad = TcpStream::connect(broker.addrs[0]).await.unwrap();
+        bad.write_all(bytes).await.unwrap();
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(Duration::from_secs(5), bad.read(&mut buf))
+            .await
+            .expect("closed promptly");
+        assert!(
+            matches!(n, Ok(0) | Err(_)),
+            "bad frame {i}: the connection is closed"
+        );
+        // The other connection did not notice.
+        let resp = call(
+            &mut good,
+            ApiKey::ApiVersions,
+            3,
+            100 + i as i32,
+            request(ApiKey::ApiVersions, "x", 3),
+        )
+        .await;
+        assert!(matches!(resp, ResponseKind::ApiVersions(_)));
+    }
+    // A truncated frame: the size says 100 bytes, 10 arrive, then the client goes away.
+    let mut bad = TcpStream::connect(broker.addrs[0]).await.unwrap();
+    bad.write_all(&[0, 0, 0, 100, 0, 18, 0, 3, 0, 0, 0, 1, 0, 0])
+        .await
+        .unwrap();
+    drop(bad);
+    let resp = call(
+        &mut good,
+        ApiKey::ApiVersions,
+        0,
+        200,
+        request(ApiKey::ApiVersions, "x", 3),
+    )
+    .await;
+    assert!(matches!(resp, ResponseKind::ApiVersions(_)));
+    broker.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_requests_are_answered_in_order_and_acks_0_gets_no_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut s = TcpStream::connect(broker.addrs[0]).await.unwrap();
+    call(
+        &mut s,
+        ApiKey::Metadata,
+        9,
+        1,
+        request(ApiKey::Metadata, "pipe", 9),
+    )
+    .await;
+    let mut all = Vec::new();
+    for corr in 0..50 {
+        let (api, v) = if corr % 2 == 0 {
+            (ApiKey::Produce, 7)
+        } else {
+            (ApiKey::ListOffsets, 5)
+        };
+        let mut req = request(api, "pipe", v);
+        if corr == 10 {
+            if let RequestKind::Produce(p) = &mut req {
+                p.acks = 0; // no response for this one
+            }
+        }
+        all.extend_from_slice(&frame(api, v, corr, &req));
+    }
+    s.write_all(&all).await.unwrap();
+    for corr in (0..50).filter(|c| *c != 10) {
+        let mut f = read_frame(&mut s).await.unwrap();
+        let v = if corr % 2 == 0 {
+            ProduceResponse::header_version_of(7)
+        } else {
+            0
+        };
+        assert_eq!(ResponseHeader::decode_with_version(&mut f, v), corr);
+    }
+    broker.stop().await.unwrap();
+}
+
+trait HeaderOf {
+    fn header_version_of(v: i16) -> i16;
+}
+impl HeaderOf for ProduceResponse {
+    fn header_version_of(v: i16) -> i16 {
+        ApiKey::Produce.response_header_version(v)
+    }
+}

@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""Scenarios a Kafka user meets, run with real clients (confluent-kafka on librdkafka, and
+kafka-python) against the broker at $BOOTSTRAP:
+
+  before-restart: consume by timestamp; a consumer group of two members that splits the
+      partitions and rebalances when one leaves (eager and cooperative-sticky, librdkafka;
+      roundrobin and sticky, kafka-python); commit and resume; errors a client must see
+      (too large, bad topic name, bad config); delete and re-create a topic; and data plus
+      committed offsets that the restart check will look for.
+  after-restart: after a clean restart of the broker, that data and those offsets are there.
+
+Prints one line per scenario and exits 1 on the first failure.
+"""
+import os
+import sys
+import time
+import uuid
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+B = os.environ.get("BOOTSTRAP", "localhost:9092")
+COMMON = {"bootstrap.servers": B}
+PERSIST_TOPIC = "persist-topic"
+PERSIST_GROUP = "persist-group"
+
+
+def fail(msg):
+    print("FAIL " + msg)
+    sys.exit(1)
+
+
+def create(topic, partitions, config=None):
+    admin = AdminClient(COMMON)
+    admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(15)
+
+
+def produce(topic, n, key_prefix="k", partition=None, timestamp=None, value_prefix="v"):
+    p = Producer({**COMMON, "enable.idempotence": True, "linger.ms": 5})
+    errors = []
+    for i in range(n):
+        kw = {}
+        if partition is not None:
+            kw["partition"] = partition
+        if timestamp is not None:
+            kw["timestamp"] = timestamp(i)
+        p.produce(topic, key=b"%s%d" % (key_prefix.encode(), i), value=b"%s%d" % (value_prefix.encode(), i),
+                  on_delivery=lambda e, m: errors.append(e) if e else None, **kw)
+    if p.flush(30) or errors:
+        fail("produce to %s: %s" % (topic, errors[:3]))
+
+
+def consume_until(consumers, want, timeout=60):
+    """Polls every consumer until `want` distinct values arrived; returns value -> consumer index."""
+    seen = {}
+    deadline = time.time() + timeout
+    while len(seen) < want and time.time() < deadline:
+        for i, c in enumerate(consumers):
+            for m in c.consume(200, 0.2):
+                if m.error():
+                    if m.error().code() != KafkaError._PARTITION_EOF:
+                        fail("consume error: %s" % m.error())
+                    continue
+                seen[m.value()] = i
+    return seen
+
+
+def scenario(name):
+    def wrap(f):
+        t0 = time.time()
+        f()
+        print("ok   %-42s %.1f s" % (name, time.time() - t0))
+    return wrap
+
+
+def by_timestamp():
+    topic = "ts-" + uuid.uuid4().hex[:6]
+    create(topic, 3)
+    # Recent timestamps: records older than retention.ms (7 days) would be deleted.
+    t0 = int(time.time() * 1000) - 3_600_000
+    for p in range(3):
+        produce(topic, 100, partition=p, timestamp=lambda i, p=p: t0 + i * 1000 + p, value_prefix="p%d-" % p)
+    c = Consumer({**COMMON, "group.id": "ts-" + uuid.uuid4().hex[:6]})
+    target = t0 + 42_500
+    found = c.offsets_for_times([TopicPartition(topic, p, target) for p in range(3)], 10)
+    for tp in found:
+        if tp.offset != 43:
+            fail("offsets_for_times: partition %d gave %d, expected 43" % (tp.partition, tp.offset))
+    c.assign(found)
+    got = consume_until([c], 3 * 57)
+    if len(got) != 3 * 57 or min(int(v.split(b"-")[1]) for v in got) != 43:
+        fail("consuming from a timestamp returned %d records" % len(got))
+    late = c.offsets_for_times([TopicPartition(topic, 0, t0 + 10_000_000)], 10)
+    if late[0].offset != -1:
+        fail("a timestamp after every record should give -1, got %d" % late[0].offset)
+    c.close()
+
+
+def group_split_and_rebalance(strategy):
+    topic = "grp-" + uuid.uuid4().hex[:6]
+    group = "grp-" + uuid.uuid4().hex[:6]
+    create(topic, 4)
+    conf = {**COMMON, "group.id": group, "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": strategy, "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500}
+    assigned = [set(), set()]
+
+    def on_assign(i):
+        def cb(consumer, parts):
+            assigned[i].update(p.partition for p in parts)
+        return cb
+
+    def on_revoke(i):
+        def cb(consumer, parts):
+            assigned[i].difference_update(p.partition for p in parts)
+        return cb
+
+    cs = [Consumer(conf), Consumer(conf)]
+    for i, c in enumerate(cs):
+        c.subscribe([topic], on_assign=on_assign(i), on_revoke=on_revoke(i))
+    deadline = time.time() + 30
+    while time.time() < deadline and not (len(assigned[0]) == 2 and len(assigned[1]) == 2):
+        for c in cs:
+            c.poll(0.2)
+    if not (len(assigned[0]) == 2 and len(assigned[1]) == 2 and not assigned[0] & assigned[1]):
+        fail("%s: partitions were not split 2/2: %s" % (strategy, assigned))
+    produce(topic, 400)
+    seen = consume_until(cs, 400)
+    if len(seen) != 400 or set(seen.values()) != {0, 1}:
+        fail("%s: the two members consumed %d of 400 (members used: %s)" % (strategy, len(seen), set(seen.values())))
+    cs[1].close()  # LeaveGroup: the survivor takes every partition
+    deadline = time.time() + 30
+    while time.time() < deadline and len(assigned[0]) != 4:
+        cs[0].poll(0.2)
+    if assigned[0] != {0, 1, 2, 3}:
+        fail("%s: after a member left, the other holds %s" % (strategy, assigned[0]))
+    produce(topic, 100, value_prefix="after")
+    got = consume_until([cs[0]], 100)
+    if sum(1 for v in got if v.startswith(b"after")) != 100:
+        fail("%s: the survivor missed records after the rebalance" % strategy)
+    cs[0].close()
+
+
+def commit_and_resume():
+    topic = "resume-" + uuid.uuid4().hex[:6]
+    group = "resume-" + uuid.uuid4().hex[:6]
+    create(topic, 1)
+    produce(topic, 100)
+    conf = {**COMMON, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    c = Consumer(conf)
+    c.subscribe([topic])
+    got = []
+    deadline = time.time() + 30
+    while len(got) < 50 and time.time() < deadline:
+        for m in c.consume(50 - len(got), 0.5):
+            if not m.error():
+                got.append(m)
+    c.commit(message=got[-1], asynchronous=False)
+    c.close()
+    c = Consumer(conf)
+    c.subscribe([topic])
+    rest = consume_until([c], 50)
+    c.close()
+    values = sorted(int(v[1:]) for v in rest)
+    if values != list(range(50, 100)):
+        fail("resuming from the committed offset gave %s..." % values[:5])
+
+
+def kafka_python_group(assignor_name):
+    from kafka import KafkaConsumer
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+    assignor = {"roundrobin": RoundRobinPartitionAssignor, "sticky": StickyPartitionAssignor}[assignor_name]
+    topic = "kpgrp-" + uuid.uuid4().hex[:6]
+    group = "kpgrp-" + uuid.uuid4().hex[:6]
+    create(topic, 4)
+    produce(topic, 200)
+    conf = dict(bootstrap_servers=B, group_id=group, auto_offset_reset="earliest",
+                partition_assignment_strategy=[assignor], heartbeat_interval_ms=500, session_timeout_ms=6000)
+    # One thread per member, each polling on its own, as applications run consumers.
+    import threading
+    seen, assigned, done = {}, {}, threading.Event()
+
+    def member(i):
+        c = KafkaConsumer(topic, **conf)
+        deadline = time.time() + 45
+        while time.time() < deadline and not done.is_set():
+            for _, msgs in c.poll(500).items():
+                for m in msgs:
+                    seen[m.value] = i
+            assigned[i] = {tp.partition for tp in c.assignment()}
+            if len(seen) >= 200 and len(assigned) == 2 and all(assigned.values()):
+                done.set()
+        c.close()
+
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    pa, pb = assigned.get(0, set()), assigned.get(1, set())
+    if len(seen) != 200 or pa & pb or len(pa | pb) != 4 or not pa or not pb:
+        fail("kafka-python %s: %d of 200 consumed, assignments %s / %s" % (assignor_name, len(seen), pa, pb))
+
+
+def errors_clients_see():
+    admin = AdminClient(COMMON)
+    bad = admin.create_topics([NewTopic("bad topic!", 1, 1)])["bad topic!"]
+    try:
+        bad.result(10)
+        fail("a topic named 'bad topic!' was created")
+    except KafkaException as e:
+        if e.args[0].code() != KafkaError.TOPIC_EXCEPTION:
+            fail("bad topic name gave %s" % e)
+    badcfg = admin.create_topics([NewTopic("badcfg-" + uuid.uuid4().hex[:6], 1, 1, config={"retention.ms": "soon"})])
+    for f in badcfg.values():
+        try:
+            f.result(10)
+            fail("a topic with retention.ms=soon was created")
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.INVALID_CONFIG:
+                fail("bad config gave %s" % e)
+    topic = "small-" + uuid.uuid4().hex[:6]
+    create(topic, 1, {"max.message.bytes": "1000"})
+    p = Producer({**COMMON, "message.max.bytes": 100000, "retries": 0})
+    errs = []
+    p.produce(topic, value=b"x" * 5000, on_delivery=lambda e, m: errs.append(e))
+    p.flush(15)
+    if not errs or errs[0] is None or errs[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
+        fail("a 5 KB record into max.message.bytes=1000 gave %s" % errs)
+
+
+def delete_and_recreate():
+    topic = "del-" + uuid.uuid4().hex[:6]
+    create(topic, 2)
+    produce(topic, 50)
+    admin = AdminClient(COMMON)
+    admin.delete_topics([topic])[topic].result(15)
+    if topic in admin.list_topics(timeout=10).topics:
+        fail("deleted topic %s still listed" % topic)
+    create(topic, 2)
+    c = Consumer({**COMMON, "group.id": "del-" + uuid.uuid4().hex[:6], "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, p, 0) for p in range(2)])
+    got = consume_until([c], 1, timeout=3)
+    c.close()
+    if got:
+        fail("a re-created topic still had %d old records" % len(got))
+
+
+def write_for_restart():
+    create(PERSIST_TOPIC, 3, {"compression.type": "zstd"})
+    produce(PERSIST_TOPIC, 600)
+    c = Consumer({**COMMON, "group.id": PERSIST_GROUP, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(PERSIST_TOPIC, p, 100 + p) for p in range(3)], asynchronous=False)
+    c.close()
+
+
+def check_after_restart():
+    c = Consumer({**COMMON, "group.id": PERSIST_GROUP, "enable.auto.commit": False})
+    committed = c.committed([TopicPartition(PERSIST_TOPIC, p) for p in range(3)], 10)
+    if [tp.offset for tp in committed] != [100, 101, 102]:
+        fail("committed offsets after the restart: %s" % [tp.offset for tp in committed])
+    c.assign([TopicPartition(PERSIST_TOPIC, p, 0) for p in range(3)])
+    got = consume_until([c], 600)
+    c.close()
+    if len(got) != 600:
+        fail("after the restart %d of 600 records came back" % len(got))
+    # The smoke tests' topics are intact too.
+    c = Consumer({**COMMON, "group.id": "after-" + uuid.uuid4().hex[:6], "auto.offset.reset": "earliest"})
+    md = c.list_topics(timeout=10)
+    smoke = [t for t in md.topics if t.startswith("smoke-")]
+    if not smoke:
+        fail("the smoke tests' topics are gone after the restart")
+    for t in smoke[:3]:
+        parts = md.topics[t].partitions
+        total = 0
+        for p in parts:
+            lo, hi = c.get_watermark_offsets(TopicPartition(t, p), timeout=10)
+            total += hi - lo
+        if total < 1000:
+            fail("topic %s holds %d records after the restart" % (t, total))
+    c.close()
+
+
+if __name__ == "__main__":
+    phase = sys.argv[1] if len(sys.argv) > 1 else "before-restart"
+    if phase == "before-restart":
+        scenario("consume by timestamp")(by_timestamp)
+        scenario("group of two, range (eager)")(lambda: group_split_and_rebalance("range"))
+        scenario("group of two, cooperative-sticky")(lambda: group_split_and_rebalance("cooperative-sticky"))
+        scenario("kafka-python group, roundrobin")(lambda: kafka_python_group("roundrobin"))
+        scenario("kafka-python group, sticky")(lambda: kafka_python_group("sticky"))
+        scenario("commit and resume")(commit_and_resume)
+        scenario("errors a client sees")(errors_clients_see)
+        scenario("delete and re-create a topic")(delete_and_recreate)
+        scenario("write data for the restart check")(write_for_restart)
+    elif phase == "after-restart":
+        scenario("data and offsets survive a restart")(check_after_restart)
+    else:
+        fail("unknown phase " + phase)
+    print("PASS scenarios " + phase)
