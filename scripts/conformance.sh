@@ -12,12 +12,14 @@ PY=$root/.venv/bin/python
 work=$(mktemp -d /tmp/weir-conformance.XXXXXX)
 data=$work/data
 export LOGS=$work/logs
-port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+metrics_port=$(free_port)
 export BOOTSTRAP=127.0.0.1:$port
 pid=
 
 start_broker() {
-  "$WEIR" serve --listen "$BOOTSTRAP" --data-dir "$data" \
+  "$WEIR" serve --listen "$BOOTSTRAP" --data-dir "$data" --metrics "127.0.0.1:$metrics_port" \
     --override group.initial.rebalance.delay.ms=300 \
     --override offsets.topic.num.partitions=8 >>"$work/serve.log" 2>&1 &
   pid=$!
@@ -63,6 +65,18 @@ echo "== client × codec matrix against $BOOTSTRAP"
 tests/conformance/run-all.sh $clients
 echo "== scenarios"
 "$PY" tests/conformance/scenarios.py before-restart
+echo "== Prometheus metrics"
+sleep 6 # the log gauges are refreshed every 5 s
+"$PY" - "$metrics_port" <<'PY'
+import sys, urllib.request
+text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=10).read().decode()
+for want in ['weir_requests_total{api="Produce"}', 'weir_request_latency_seconds_bucket{api="Fetch"',
+             'weir_bytes_in_total', 'weir_connections', 'weir_log_size_bytes{topic="persist-topic",partition="0"}',
+             'weir_log_segments', 'weir_log_cleaner_dirty_bytes']:
+    if want not in text:
+        sys.exit("FAIL metrics: %s is missing" % want)
+print("ok   metrics endpoint serves request, byte, connection and log metrics")
+PY
 stop_broker
 start_broker
 echo "== after a clean restart"
