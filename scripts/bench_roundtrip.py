@@ -54,7 +54,8 @@ def loopback_mb_per_s(total=1 << 30, chunk=1 << 20):
 
 def main():
     topic = "roundtrip-" + uuid.uuid4().hex[:8]
-    AdminClient({"bootstrap.servers": BOOTSTRAP}).create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    admin = AdminClient({"bootstrap.servers": BOOTSTRAP})  # kept alive until the future resolves
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
     p = Producer({
         "bootstrap.servers": BOOTSTRAP,
         "enable.idempotence": True,
@@ -107,7 +108,7 @@ def main():
     print("## Broker round trip through librdkafka (weir serve)\n")
     print("Command: `./scripts/bench-roundtrip.sh` · machine: %d vCPU, %s · confluent-kafka %s "
           "(librdkafka bundled), idempotent producer, linger.ms=5, one partition · %s\n"
-          % (os.cpu_count(), cpu, __import__("confluent_kafka").version()[0], time.strftime("%Y-%m-%d")))
+          % (os.cpu_count(), cpu, __import__("confluent_kafka").__version__, time.strftime("%Y-%m-%d")))
     print("| %d records of %d B | records/s | MB/s | loopback TCP, same run |" % (N, SIZE))
     print("|---|---:|---:|---:|")
     print("| produce (acks=all, until every delivery report) | %s | %.0f | %.0f MB/s |" % (f"{N / produce_s:,.0f}", mb / produce_s, loop))
