@@ -23,6 +23,12 @@ pub fn init_producer_id(
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;
     if let Some(txn) = &req.transactional_id {
+        // Kafka's TransactionCoordinator answers an empty id with INVALID_REQUEST: only a
+        // null id means "idempotent, not transactional".
+        if txn.0.is_empty() {
+            resp.error_code = E::InvalidRequest.code();
+            return resp;
+        }
         tracing::warn!(transactional_id = %txn.0, "refusing InitProducerId: Weir does not support transactions");
         resp.error_code = E::UnsupportedVersion.code();
         return resp;

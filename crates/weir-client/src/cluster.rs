@@ -1,0 +1,303 @@
+//! What the client knows of the cluster: the brokers (from `bootstrap.servers`, then from
+//! Metadata), each topic's partitions and their leaders, group coordinators, and one
+//! connection per broker, made on first use and remade when it breaks. Any
+//! Kafka-compatible broker works: nothing here is specific to Weir.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    ApiKey, FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::conn::BrokerConnection;
+use crate::error::{ClientError, Result};
+
+/// One partition's leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionInfo {
+    pub leader: i32,
+    pub leader_epoch: i32,
+}
+
+/// What Metadata said of a topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicInfo {
+    pub id: uuid::Uuid,
+    pub partitions: Vec<PartitionInfo>,
+    pub internal: bool,
+}
+
+/// The cluster as last seen.
+#[derive(Debug, Clone, Default)]
+pub struct Metadata {
+    pub brokers: HashMap<i32, String>,
+    pub controller: i32,
+    pub cluster_id: Option<String>,
+    pub topics: HashMap<String, TopicInfo>,
+    /// Topics the broker said do not exist (or errored on), with the error code.
+    pub topic_errors: HashMap<String, i16>,
+}
+
+/// Connection settings shared by every client.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    pub bootstrap_servers: Vec<String>,
+    pub client_id: String,
+    pub request_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub retry_backoff: Duration,
+}
+
+/// The cluster: metadata and connections.
+pub struct Cluster {
+    config: ClusterConfig,
+    metadata: RwLock<Metadata>,
+    connections: tokio::sync::Mutex<HashMap<String, Arc<BrokerConnection>>>,
+    coordinators: Mutex<HashMap<String, i32>>,
+}
+
+const METADATA_VERSIONS: (i16, i16) = (1, 12);
+const FIND_COORDINATOR_VERSIONS: (i16, i16) = (0, 4);
+
+impl Cluster {
+    pub fn new(config: ClusterConfig) -> Result<Arc<Self>> {
+        if config.bootstrap_servers.is_empty() {
+            return Err(ClientError::Config(
+                "bootstrap.servers names no broker".into(),
+            ));
+        }
+        Ok(Arc::new(Cluster {
+            config,
+            metadata: RwLock::new(Metadata::default()),
+            connections: tokio::sync::Mutex::new(HashMap::new()),
+            coordinators: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    /// A snapshot of the metadata.
+    pub fn metadata(&self) -> Metadata {
+        self.metadata.read().map(|m| m.clone()).unwrap_or_default()
+    }
+
+    /// A (cached or new) connection to `addr`.
+    pub async fn connect(&self, addr: &str) -> Result<Arc<BrokerConnection>> {
+        let mut conns = self.connections.lock().await;
+        if let Some(c) = conns.get(addr) {
+            if !c.is_broken() {
+                return Ok(c.clone());
+            }
+        }
+        let c = BrokerConnection::connect(
+            addr,
+            &self.config.client_id,
+            self.config.connect_timeout,
+            self.config.request_timeout,
+        )
+        .await?;
+        conns.insert(addr.to_string(), c.clone());
+        Ok(c)
+    }
+
+    /// A connection to broker `node` (from the metadata).
+    pub async fn node(&self, node: i32) -> Result<Arc<BrokerConnection>> {
+        let addr = self
+            .metadata
+            .read()
+            .ok()
+            .and_then(|m| m.brokers.get(&node).cloned())
+            .ok_or_else(|| {
+                ClientError::Protocol(format!("broker {node} is not in the metadata"))
+            })?;
+        self.connect(&addr).await
+    }
+
+    /// A connection to any broker: a known one, else a bootstrap server.
+    pub async fn any(&self) -> Result<Arc<BrokerConnection>> {
+        let known: Vec<String> = self
+            .metadata
+            .read()
+            .map(|m| m.brokers.values().cloned().collect())
+            .unwrap_or_default();
+        let mut last = None;
+        for addr in known.iter().chain(self.config.bootstrap_servers.iter()) {
+            match self.connect(addr).await {
+                Ok(c) => return Ok(c),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| ClientError::Config("no broker to connect to".into())))
+    }
+
+    /// Refreshes the metadata of `topics` (all topics if `None`), creating missing ones if
+    /// the broker allows it and `auto_create` is set.
+    pub async fn refresh(&self, topics: Option<&[String]>, auto_create: bool) -> Result<Metadata> {
+        let conn = self.any().await?;
+        let v = conn.version_for(ApiKey::Metadata, METADATA_VERSIONS)?;
+        let mut req = MetadataRequest::default();
+        req.topics = topics.map(|ts| {
+            ts.iter()
+                .map(|t| {
+                    let mut r = MetadataRequestTopic::default();
+                    r.name = Some(TopicName(StrBytes::from_string(t.clone())));
+                    r
+                })
+                .collect()
+        });
+        if v >= 4 {
+            req.allow_auto_topic_creation = auto_create;
+        }
+        let resp: MetadataResponse = conn.request(&req, v).await?;
+        let mut fresh = Metadata {
+            brokers: resp
+                .brokers
+                .iter()
+                .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
+                .collect(),
+            controller: resp.controller_id.0,
+            cluster_id: resp.cluster_id.as_ref().map(|c| c.to_string()),
+            ..Default::default()
+        };
+        for t in &resp.topics {
+            let Some(name) = t.name.as_ref().map(|n| n.to_string()) else {
+                continue;
+            };
+            if t.error_code != 0 {
+                fresh.topic_errors.insert(name, t.error_code);
+                continue;
+            }
+            let mut partitions = vec![
+                PartitionInfo {
+                    leader: -1,
+                    leader_epoch: -1
+                };
+                t.partitions.len()
+            ];
+            for p in &t.partitions {
+                if let Some(slot) = usize::try_from(p.partition_index)
+                    .ok()
+                    .and_then(|i| partitions.get_mut(i))
+                {
+                    *slot = PartitionInfo {
+                        leader: if p.error_code == 0 { p.leader_id.0 } else { -1 },
+                        leader_epoch: p.leader_epoch,
+                    };
+                }
+            }
+            fresh.topics.insert(
+                name,
+                TopicInfo {
+                    id: t.topic_id,
+                    partitions,
+                    internal: t.is_internal,
+                },
+            );
+        }
+        let mut m = self
+            .metadata
+            .write()
+            .map_err(|_| ClientError::Protocol("poisoned".into()))?;
+        m.brokers = fresh.brokers.clone();
+        m.controller = fresh.controller;
+        m.cluster_id = fresh.cluster_id.clone();
+        if topics.is_none() {
+            m.topics.clear();
+            m.topic_errors.clear();
+        }
+        for (k, v) in &fresh.topics {
+            m.topics.insert(k.clone(), v.clone());
+            m.topic_errors.remove(k);
+        }
+        for (k, v) in &fresh.topic_errors {
+            m.topics.remove(k);
+            m.topic_errors.insert(k.clone(), *v);
+        }
+        Ok(fresh)
+    }
+
+    /// A topic's partitions, refreshing the metadata if the topic is not known yet.
+    pub async fn topic(&self, topic: &str, auto_create: bool) -> Result<TopicInfo> {
+        if let Some(t) = self
+            .metadata
+            .read()
+            .ok()
+            .and_then(|m| m.topics.get(topic).cloned())
+        {
+            return Ok(t);
+        }
+        let fresh = self
+            .refresh(Some(&[topic.to_string()]), auto_create)
+            .await?;
+        match fresh.topics.get(topic) {
+            Some(t) => Ok(t.clone()),
+            None => Err(ClientError::kafka(
+                fresh.topic_errors.get(topic).copied().unwrap_or(3),
+                Some(format!("topic '{topic}'")),
+            )),
+        }
+    }
+
+    /// Forgets what is known of a group's coordinator (after NOT_COORDINATOR and the like).
+    pub fn forget_coordinator(&self, group: &str) {
+        if let Ok(mut c) = self.coordinators.lock() {
+            c.remove(group);
+        }
+    }
+
+    /// The coordinator of `group` (FindCoordinator, cached).
+    pub async fn coordinator(&self, group: &str) -> Result<Arc<BrokerConnection>> {
+        let cached = self
+            .coordinators
+            .lock()
+            .ok()
+            .and_then(|c| c.get(group).copied());
+        if let Some(node) = cached {
+            if let Ok(c) = self.node(node).await {
+                return Ok(c);
+            }
+        }
+        let conn = self.any().await?;
+        let v = conn.version_for(ApiKey::FindCoordinator, FIND_COORDINATOR_VERSIONS)?;
+        let mut req = FindCoordinatorRequest::default();
+        if v >= 4 {
+            req.coordinator_keys = vec![StrBytes::from_string(group.to_string())];
+        } else {
+            req.key = StrBytes::from_string(group.to_string());
+        }
+        let resp: FindCoordinatorResponse = conn.request(&req, v).await?;
+        let (code, node, host, port) = if v >= 4 {
+            let c = resp.coordinators.first().ok_or_else(|| {
+                ClientError::Protocol("FindCoordinator answered with no coordinator".into())
+            })?;
+            (c.error_code, c.node_id.0, c.host.to_string(), c.port)
+        } else {
+            (
+                resp.error_code,
+                resp.node_id.0,
+                resp.host.to_string(),
+                resp.port,
+            )
+        };
+        if code != 0 {
+            return Err(ClientError::kafka(
+                code,
+                Some(format!("finding the coordinator of group '{group}'")),
+            ));
+        }
+        if let Ok(mut m) = self.metadata.write() {
+            m.brokers.insert(node, format!("{host}:{port}"));
+        }
+        if let Ok(mut c) = self.coordinators.lock() {
+            c.insert(group.to_string(), node);
+        }
+        self.connect(&format!("{host}:{port}")).await
+    }
+}

@@ -1,0 +1,325 @@
+//! Client settings under Kafka's names with Kafka's defaults (`ProducerConfig`,
+//! `ConsumerConfig`), parsed from key=value pairs and checked: an unknown key or a bad value
+//! is an error naming the key, and conflicting idempotence settings follow Kafka's rule
+//! (an error if idempotence was asked for explicitly, quietly off if it was only the
+//! default).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use weir_record::{Compression, CompressionConfig};
+
+use crate::cluster::ClusterConfig;
+use crate::error::{ClientError, Result};
+
+fn bad(key: &str, value: &str, what: &str) -> ClientError {
+    ClientError::Config(format!("{key}={value}: {what}"))
+}
+
+/// Reads typed values out of a property map, remembering which keys were used.
+pub(crate) struct Props {
+    map: BTreeMap<String, String>,
+    used: Vec<&'static str>,
+}
+
+impl Props {
+    pub(crate) fn new<K: Into<String>, V: Into<String>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        Props {
+            map: pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+            used: Vec::new(),
+        }
+    }
+
+    pub(crate) fn is_set(&self, key: &str) -> bool {
+        self.map.contains_key(key)
+    }
+
+    pub(crate) fn string(&mut self, key: &'static str, default: &str) -> String {
+        self.used.push(key);
+        self.map
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| default.to_string())
+    }
+
+    pub(crate) fn int<T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display>(
+        &mut self,
+        key: &'static str,
+        default: T,
+        min: T,
+    ) -> Result<T> {
+        self.used.push(key);
+        match self.map.get(key) {
+            None => Ok(default),
+            Some(v) => {
+                let n: T = v.trim().parse().map_err(|_| bad(key, v, "not a number"))?;
+                if n < min {
+                    return Err(bad(key, v, &format!("must be at least {min}")));
+                }
+                Ok(n)
+            }
+        }
+    }
+
+    pub(crate) fn bool(&mut self, key: &'static str, default: bool) -> Result<bool> {
+        self.used.push(key);
+        match self.map.get(key).map(|v| v.trim().to_ascii_lowercase()) {
+            None => Ok(default),
+            Some(v) if v == "true" => Ok(true),
+            Some(v) if v == "false" => Ok(false),
+            Some(v) => Err(bad(key, &v, "must be true or false")),
+        }
+    }
+
+    /// Keys Kafka's Java client accepts that have no meaning here (serializer classes and
+    /// the like) are allowed; anything else unused is an error.
+    pub(crate) fn finish(self, ignored: &[&str]) -> Result<()> {
+        for k in self.map.keys() {
+            if !self.used.contains(&k.as_str()) && !ignored.contains(&k.as_str()) {
+                return Err(ClientError::Config(format!("unknown setting '{k}'")));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn cluster(&mut self, default_client_id: &str) -> Result<ClusterConfig> {
+        let servers = self.string("bootstrap.servers", "");
+        let bootstrap_servers: Vec<String> = servers
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+        if bootstrap_servers.is_empty() {
+            return Err(ClientError::Config(
+                "bootstrap.servers must name at least one HOST:PORT".into(),
+            ));
+        }
+        Ok(ClusterConfig {
+            bootstrap_servers,
+            client_id: self.string("client.id", default_client_id),
+            request_timeout: Duration::from_millis(self.int("request.timeout.ms", 30_000u64, 1)?),
+            connect_timeout: Duration::from_millis(self.int(
+                "socket.connection.setup.timeout.ms",
+                10_000u64,
+                1,
+            )?),
+            retry_backoff: Duration::from_millis(self.int("retry.backoff.ms", 100u64, 0)?),
+        })
+    }
+}
+
+/// `acks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    None,
+    Leader,
+    All,
+}
+
+impl Acks {
+    pub fn wire(self) -> i16 {
+        match self {
+            Acks::None => 0,
+            Acks::Leader => 1,
+            Acks::All => -1,
+        }
+    }
+}
+
+/// The producer's settings.
+#[derive(Debug, Clone)]
+pub struct ProducerConfig {
+    pub cluster: ClusterConfig,
+    pub acks: Acks,
+    pub batch_size: usize,
+    pub linger: Duration,
+    pub buffer_memory: usize,
+    pub max_block: Duration,
+    pub compression: CompressionConfig,
+    pub max_in_flight: usize,
+    pub retries: u32,
+    pub retry_backoff: Duration,
+    pub retry_backoff_max: Duration,
+    pub delivery_timeout: Duration,
+    pub max_request_size: usize,
+    pub enable_idempotence: bool,
+    pub partitioner_ignore_keys: bool,
+    pub partitioner_adaptive: bool,
+    pub metadata_max_age: Duration,
+    pub allow_auto_create_topics: bool,
+}
+
+/// Java-client keys with no meaning for this client.
+const PRODUCER_IGNORED: &[&str] = &[
+    "key.serializer",
+    "value.serializer",
+    "partitioner.class",
+    "interceptor.classes",
+    "metric.reporters",
+];
+
+impl ProducerConfig {
+    /// Parses Kafka's producer settings.
+    pub fn from_properties<K: Into<String>, V: Into<String>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Self> {
+        let mut p = Props::new(pairs);
+        let cluster = p.cluster("weir-producer")?;
+        let acks = match p.string("acks", "all").trim() {
+            "all" | "-1" => Acks::All,
+            "1" => Acks::Leader,
+            "0" => Acks::None,
+            other => return Err(bad("acks", other, "must be all, -1, 0 or 1")),
+        };
+        let codec_name = p.string("compression.type", "none");
+        let codec: Compression = codec_name
+            .parse()
+            .map_err(|e: String| ClientError::Config(e))?;
+        let level_key = match codec {
+            Compression::Gzip => Some("compression.gzip.level"),
+            Compression::Lz4 => Some("compression.lz4.level"),
+            Compression::Zstd => Some("compression.zstd.level"),
+            _ => None,
+        };
+        let mut compression = CompressionConfig::new(codec);
+        for key in [
+            "compression.gzip.level",
+            "compression.lz4.level",
+            "compression.zstd.level",
+        ] {
+            let value = p.string(key, "");
+            if value.is_empty() || Some(key) != level_key {
+                continue;
+            }
+            let level: i32 = value
+                .trim()
+                .parse()
+                .map_err(|_| bad(key, &value, "not a number"))?;
+            compression =
+                CompressionConfig::with_level(codec, level).map_err(ClientError::Config)?;
+        }
+        let idempotence_set = p.is_set("enable.idempotence");
+        let mut cfg = ProducerConfig {
+            cluster,
+            acks,
+            batch_size: p.int("batch.size", 16_384usize, 0)?,
+            linger: Duration::from_millis(p.int("linger.ms", 5u64, 0)?),
+            buffer_memory: p.int("buffer.memory", 33_554_432usize, 1024)?,
+            max_block: Duration::from_millis(p.int("max.block.ms", 60_000u64, 0)?),
+            compression,
+            max_in_flight: p.int("max.in.flight.requests.per.connection", 5usize, 1)?,
+            retries: p.int("retries", i32::MAX as u32, 0)?,
+            retry_backoff: Duration::from_millis(p.int("retry.backoff.ms", 100u64, 0)?),
+            retry_backoff_max: Duration::from_millis(p.int("retry.backoff.max.ms", 1000u64, 0)?),
+            delivery_timeout: Duration::from_millis(p.int("delivery.timeout.ms", 120_000u64, 1)?),
+            max_request_size: p.int("max.request.size", 1_048_576usize, 1)?,
+            enable_idempotence: p.bool("enable.idempotence", true)?,
+            partitioner_ignore_keys: p.bool("partitioner.ignore.keys", false)?,
+            partitioner_adaptive: p.bool("partitioner.adaptive.partitioning.enable", true)?,
+            metadata_max_age: Duration::from_millis(p.int("metadata.max.age.ms", 300_000u64, 0)?),
+            allow_auto_create_topics: p.bool("allow.auto.create.topics", true)?,
+        };
+        p.string("partitioner.availability.timeout.ms", "0");
+        p.finish(PRODUCER_IGNORED)?;
+        // Kafka's idempotence rule (ProducerConfig.postProcessAndValidateIdempotenceConfigs).
+        let conflicts: Vec<&str> = [
+            (cfg.acks != Acks::All, "acks must be all"),
+            (cfg.retries == 0, "retries must be above 0"),
+            (
+                cfg.max_in_flight > 5,
+                "max.in.flight.requests.per.connection must be at most 5",
+            ),
+        ]
+        .iter()
+        .filter(|(c, _)| *c)
+        .map(|(_, m)| *m)
+        .collect();
+        if cfg.enable_idempotence && !conflicts.is_empty() {
+            if idempotence_set {
+                return Err(ClientError::Config(format!(
+                    "enable.idempotence=true needs: {}",
+                    conflicts.join(", ")
+                )));
+            }
+            cfg.enable_idempotence = false;
+        }
+        let needed = cfg.linger + cfg.cluster.request_timeout;
+        if cfg.delivery_timeout < needed {
+            return Err(ClientError::Config(format!(
+                "delivery.timeout.ms must be at least linger.ms + request.timeout.ms ({} ms)",
+                needed.as_millis()
+            )));
+        }
+        Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Result<ProducerConfig> {
+        let mut all = vec![("bootstrap.servers", "localhost:9092")];
+        all.extend_from_slice(pairs);
+        ProducerConfig::from_properties(all)
+    }
+
+    #[test]
+    fn kafka_defaults() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.acks, Acks::All);
+        assert_eq!(c.batch_size, 16_384);
+        assert_eq!(c.buffer_memory, 32 << 20);
+        assert_eq!(c.max_block, Duration::from_secs(60));
+        assert_eq!(c.delivery_timeout, Duration::from_secs(120));
+        assert_eq!(c.max_in_flight, 5);
+        assert!(c.enable_idempotence);
+        assert_eq!(c.compression.codec, Compression::None);
+    }
+
+    #[test]
+    fn idempotence_conflicts_follow_kafka() {
+        // Only the default: idempotence quietly goes off.
+        assert!(!cfg(&[("acks", "1")]).unwrap().enable_idempotence);
+        // Asked for explicitly: an error.
+        let e = cfg(&[("acks", "1"), ("enable.idempotence", "true")]).unwrap_err();
+        assert!(e.to_string().contains("acks must be all"), "{e}");
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        assert!(cfg(&[("batch.sise", "1")])
+            .unwrap_err()
+            .to_string()
+            .contains("batch.sise"));
+        assert!(cfg(&[("acks", "2")])
+            .unwrap_err()
+            .to_string()
+            .contains("acks=2"));
+        assert!(cfg(&[("compression.type", "brotli")])
+            .unwrap_err()
+            .to_string()
+            .contains("brotli"));
+        assert!(cfg(&[
+            ("compression.type", "zstd"),
+            ("compression.zstd.level", "99")
+        ])
+        .is_err());
+        assert!(cfg(&[("delivery.timeout.ms", "100")]).is_err());
+        assert!(
+            ProducerConfig::from_properties([("acks", "1")]).is_err(),
+            "bootstrap.servers is required"
+        );
+        assert!(cfg(&[(
+            "key.serializer",
+            "org.apache.kafka.common.serialization.StringSerializer"
+        )])
+        .is_ok());
+    }
+}

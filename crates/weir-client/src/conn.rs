@@ -1,0 +1,230 @@
+//! One connection to one broker: Kafka's framing, the ApiVersions handshake (so each request
+//! goes out at the highest version both sides speak), and pipelining — many requests in
+//! flight, responses matched to requests in order. A broken connection fails every waiting
+//! request at once; the caller reconnects.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+use crate::error::{ClientError, Result};
+
+/// Largest response frame accepted (Kafka's consumer default `fetch.max.bytes` is 50 MiB;
+/// a frame beyond this bound is treated as a broken peer).
+const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+
+type Waiter = (i32, oneshot::Sender<Result<Bytes>>);
+
+/// A connection to one broker.
+pub struct BrokerConnection {
+    addr: String,
+    client_id: Option<StrBytes>,
+    versions: HashMap<i16, (i16, i16)>,
+    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    pending: Arc<Mutex<VecDeque<Waiter>>>,
+    next_correlation: AtomicI32,
+    broken: Arc<AtomicBool>,
+    request_timeout: Duration,
+}
+
+fn conn_error(addr: &str, reason: impl std::fmt::Display) -> ClientError {
+    ClientError::Connection {
+        broker: addr.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+impl BrokerConnection {
+    /// Connects and learns which API versions the broker serves.
+    pub async fn connect(
+        addr: &str,
+        client_id: &str,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+    ) -> Result<Arc<Self>> {
+        let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| ClientError::Timeout {
+                what: format!("connecting to {addr}"),
+                ms: connect_timeout.as_millis() as u64,
+            })?
+            .map_err(|e| conn_error(addr, e))?;
+        let _ = stream.set_nodelay(true);
+        let (mut rd, wr) = stream.into_split();
+        let pending: Arc<Mutex<VecDeque<Waiter>>> = Arc::new(Mutex::new(VecDeque::new()));
+        let broken = Arc::new(AtomicBool::new(false));
+        {
+            let pending = pending.clone();
+            let broken = broken.clone();
+            let addr = addr.to_string();
+            tokio::spawn(async move {
+                let failure = loop {
+                    let size = match rd.read_i32().await {
+                        Ok(n) if n >= 4 && (n as usize) <= MAX_RESPONSE_BYTES => n as usize,
+                        Ok(n) => break format!("bad response size {n}"),
+                        Err(e) => break e.to_string(),
+                    };
+                    let mut buf = BytesMut::with_capacity(size);
+                    buf.resize(size, 0);
+                    if let Err(e) = rd.read_exact(&mut buf).await {
+                        break e.to_string();
+                    }
+                    let frame = buf.freeze();
+                    let corr = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+                    let waiter = pending.lock().ok().and_then(|mut p| p.pop_front());
+                    match waiter {
+                        Some((expected, tx)) if expected == corr => {
+                            let _ = tx.send(Ok(frame));
+                        }
+                        Some((expected, tx)) => {
+                            let _ = tx.send(Err(conn_error(
+                                &addr,
+                                format!("response {corr} arrived where {expected} was due"),
+                            )));
+                            break "responses out of order".to_string();
+                        }
+                        None => break format!("an unexpected response {corr}"),
+                    }
+                };
+                broken.store(true, Ordering::SeqCst);
+                if let Ok(mut p) = pending.lock() {
+                    for (_, tx) in p.drain(..) {
+                        let _ = tx.send(Err(conn_error(&addr, &failure)));
+                    }
+                }
+            });
+        }
+        let mut conn = BrokerConnection {
+            addr: addr.to_string(),
+            client_id: Some(StrBytes::from_string(client_id.to_string())),
+            versions: HashMap::new(),
+            writer: tokio::sync::Mutex::new(wr),
+            pending,
+            next_correlation: AtomicI32::new(1),
+            broken,
+            request_timeout,
+        };
+        // ApiVersions: v3 first; an older broker answers UNSUPPORTED_VERSION in v0.
+        let mut req = ApiVersionsRequest::default();
+        req.client_software_name = StrBytes::from_static_str("weir");
+        req.client_software_version = StrBytes::from_static_str(env!("CARGO_PKG_VERSION"));
+        let resp: ApiVersionsResponse = match conn.request(&req, 3).await {
+            Ok(r) if r.error_code == 0 => r,
+            Ok(r) if r.error_code == 35 => conn.request(&ApiVersionsRequest::default(), 0).await?,
+            Ok(r) => return Err(ClientError::kafka(r.error_code, Some("ApiVersions".into()))),
+            Err(e) => return Err(e),
+        };
+        conn.versions = resp
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, (k.min_version, k.max_version)))
+            .collect();
+        Ok(Arc::new(conn))
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    pub fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::SeqCst)
+    }
+
+    /// The highest version of `api` in both the broker's range and `ours`.
+    pub fn version_for(&self, api: ApiKey, ours: (i16, i16)) -> Result<i16> {
+        let (lo, hi) = self.versions.get(&(api as i16)).copied().ok_or_else(|| {
+            ClientError::Protocol(format!("{} does not serve {api:?}", self.addr))
+        })?;
+        let v = hi.min(ours.1);
+        if v < lo.max(ours.0) {
+            return Err(ClientError::Protocol(format!(
+                "{} serves {api:?} v{lo}-{hi}; this client speaks v{}-{}",
+                self.addr, ours.0, ours.1
+            )));
+        }
+        Ok(v)
+    }
+
+    fn encode<R: Request>(&self, req: &R, version: i16, correlation_id: i32) -> Result<Bytes> {
+        let api = ApiKey::try_from(R::KEY)
+            .map_err(|_| ClientError::Protocol(format!("unknown API key {}", R::KEY)))?;
+        let mut header = RequestHeader::default();
+        header.request_api_key = R::KEY;
+        header.request_api_version = version;
+        header.correlation_id = correlation_id;
+        header.client_id = self.client_id.clone();
+        let mut buf = BytesMut::with_capacity(256);
+        buf.put_i32(0);
+        header
+            .encode(&mut buf, api.request_header_version(version))
+            .and_then(|_| req.encode(&mut buf, version))
+            .map_err(|e| ClientError::Protocol(format!("encoding {api:?} v{version}: {e}")))?;
+        let size = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        Ok(buf.freeze())
+    }
+
+    /// Sends a request at `version` and waits for its response.
+    pub async fn request<R: Request>(&self, req: &R, version: i16) -> Result<R::Response> {
+        if self.is_broken() {
+            return Err(conn_error(&self.addr, "the connection is closed"));
+        }
+        let corr = self.next_correlation.fetch_add(1, Ordering::Relaxed);
+        let frame = self.encode(req, version, corr)?;
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut w = self.writer.lock().await;
+            self.pending
+                .lock()
+                .map_err(|_| conn_error(&self.addr, "poisoned"))?
+                .push_back((corr, tx));
+            if let Err(e) = w.write_all(&frame).await {
+                self.broken.store(true, Ordering::SeqCst);
+                return Err(conn_error(&self.addr, e));
+            }
+        }
+        let mut frame = match tokio::time::timeout(self.request_timeout, rx).await {
+            Ok(Ok(r)) => r?,
+            Ok(Err(_)) => return Err(conn_error(&self.addr, "the connection closed")),
+            Err(_) => {
+                // Kafka's clients drop a connection whose request timed out.
+                self.broken.store(true, Ordering::SeqCst);
+                return Err(ClientError::Timeout {
+                    what: format!("{:?} to {}", ApiKey::try_from(R::KEY).ok(), self.addr),
+                    ms: self.request_timeout.as_millis() as u64,
+                });
+            }
+        };
+        let api = ApiKey::try_from(R::KEY)
+            .map_err(|_| ClientError::Protocol("unknown API key".into()))?;
+        ResponseHeader::decode(&mut frame, api.response_header_version(version))
+            .map_err(|e| ClientError::Protocol(format!("response header: {e}")))?;
+        R::Response::decode(&mut frame, version)
+            .map_err(|e| ClientError::Protocol(format!("decoding {api:?} v{version}: {e}")))
+    }
+
+    /// Sends a request that gets no response (Produce with acks=0).
+    pub async fn send_oneway<R: Request>(&self, req: &R, version: i16) -> Result<()> {
+        if self.is_broken() {
+            return Err(conn_error(&self.addr, "the connection is closed"));
+        }
+        let corr = self.next_correlation.fetch_add(1, Ordering::Relaxed);
+        let frame = self.encode(req, version, corr)?;
+        let mut w = self.writer.lock().await;
+        w.write_all(&frame).await.map_err(|e| {
+            self.broken.store(true, Ordering::SeqCst);
+            conn_error(&self.addr, e)
+        })
+    }
+}

@@ -1,0 +1,89 @@
+//! The client's errors: a Kafka error code from a broker (with whether retrying can help),
+//! a connection that failed, a timeout, or a configuration the user must fix.
+
+use kafka_protocol::ResponseError;
+
+/// Why a client operation failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClientError {
+    /// A broker answered with a Kafka error code.
+    #[error("{error}{}", message.as_ref().map(|m| format!(": {m}")).unwrap_or_default())]
+    Kafka {
+        error: ResponseError,
+        message: Option<String>,
+    },
+    /// No broker could be reached, or a connection broke.
+    #[error("connection to {broker} failed: {reason}")]
+    Connection { broker: String, reason: String },
+    /// The operation did not finish in time.
+    #[error("timed out after {ms} ms: {what}")]
+    Timeout { what: String, ms: u64 },
+    /// A setting is missing or invalid.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The broker sent something this client cannot use.
+    #[error("protocol: {0}")]
+    Protocol(String),
+    /// The producer's memory (`buffer.memory`) stayed full for `max.block.ms`.
+    #[error(
+        "buffer.memory is exhausted: no room for {needed} bytes within max.block.ms ({ms} ms)"
+    )]
+    BufferExhausted { needed: usize, ms: u64 },
+    /// A record is larger than `max.request.size` or `buffer.memory`.
+    #[error("the record is {size} bytes, more than {setting} ({limit})")]
+    RecordTooLarge {
+        size: usize,
+        limit: usize,
+        setting: &'static str,
+    },
+    /// The client was closed.
+    #[error("the client is closed")]
+    Closed,
+}
+
+impl ClientError {
+    pub fn kafka(code: i16, message: Option<String>) -> Self {
+        ClientError::Kafka {
+            error: ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError),
+            message,
+        }
+    }
+
+    /// The Kafka error code, if a broker gave one.
+    pub fn code(&self) -> Option<i16> {
+        match self {
+            ClientError::Kafka { error, .. } => Some(error.code()),
+            _ => None,
+        }
+    }
+
+    /// Whether the same request may succeed if sent again (Kafka's `RetriableException`s,
+    /// and broken connections).
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            ClientError::Kafka { error, .. } => error.is_retriable(),
+            ClientError::Connection { .. } | ClientError::Timeout { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// Errors after which the client should refresh its metadata (a leader moved, a topic
+    /// appeared).
+    pub fn needs_metadata_refresh(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Kafka {
+                error: ResponseError::NotLeaderOrFollower
+                    | ResponseError::LeaderNotAvailable
+                    | ResponseError::UnknownTopicOrPartition
+                    | ResponseError::NotCoordinator
+                    | ResponseError::CoordinatorNotAvailable
+                    | ResponseError::FencedLeaderEpoch
+                    | ResponseError::UnknownLeaderEpoch,
+                ..
+            } | ClientError::Connection { .. }
+        )
+    }
+}
+
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;

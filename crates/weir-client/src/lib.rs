@@ -1,0 +1,20 @@
+//! # weir-client
+//!
+//! An async Rust client for any Kafka-compatible broker (Weir, Apache Kafka, Redpanda): a
+//! producer with Kafka's batching, memory bound and partitioners; a consumer with groups;
+//! and an admin client. Configuration uses Kafka's keys and defaults.
+//!
+//! - [`conn`]: one broker connection (framing, version negotiation, pipelining).
+//! - [`cluster`]: metadata, leaders, coordinators, connections.
+//! - [`partitioner`]: murmur2 as the Java client computes it, and KIP-794's sticky choice.
+
+pub mod cluster;
+pub mod config;
+pub mod conn;
+pub mod error;
+pub mod partitioner;
+pub mod producer;
+
+pub use config::{Acks, ProducerConfig};
+pub use error::{ClientError, Result};
+pub use producer::{DeliveryFuture, Producer, ProducerRecord, RecordMetadata};

@@ -1,0 +1,322 @@
+//! Choosing a partition for a record, as Kafka's Java producer does, so that a key lands on
+//! the same partition whichever client wrote it: murmur2 of the key for keyed records, and
+//! for records without a key the uniform sticky partitioner of KIP-794 (stick to one
+//! partition until about `batch.size` bytes went to it, then pick the next one at random,
+//! favouring partitions with shorter queues). `Partitioner` lets users plug in their own.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+/// Kafka's murmur2 (`Utils.murmur2`), bit for bit.
+pub fn murmur2(data: &[u8]) -> i32 {
+    const SEED: u32 = 0x9747_b28c;
+    const M: u32 = 0x5bd1_e995;
+    const R: u32 = 24;
+    let len = data.len();
+    let mut h: u32 = SEED ^ len as u32;
+    let chunks = data.chunks_exact(4);
+    let tail = chunks.remainder();
+    for c in chunks {
+        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> R;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M);
+        h ^= k;
+    }
+    match tail.len() {
+        3 => {
+            h ^= (tail[2] as u32) << 16;
+            h ^= (tail[1] as u32) << 8;
+            h ^= tail[0] as u32;
+            h = h.wrapping_mul(M);
+        }
+        2 => {
+            h ^= (tail[1] as u32) << 8;
+            h ^= tail[0] as u32;
+            h = h.wrapping_mul(M);
+        }
+        1 => {
+            h ^= tail[0] as u32;
+            h = h.wrapping_mul(M);
+        }
+        _ => {}
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    h as i32
+}
+
+/// Kafka's `Utils.toPositive`.
+pub fn to_positive(n: i32) -> i32 {
+    n & 0x7fff_ffff
+}
+
+/// The partition Kafka's default partitioner gives a key.
+pub fn partition_for_key(key: &[u8], num_partitions: usize) -> usize {
+    (to_positive(murmur2(key)) as usize) % num_partitions.max(1)
+}
+
+/// A user's partitioner. Returning `None` leaves the choice to the built-in sticky one.
+pub trait Partitioner: Send + Sync {
+    fn partition(
+        &self,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        num_partitions: usize,
+    ) -> Option<usize>;
+}
+
+/// Kafka's default: murmur2 of the key (unless `partitioner.ignore.keys`), else sticky.
+#[derive(Debug, Default)]
+pub struct DefaultPartitioner {
+    pub ignore_keys: bool,
+}
+
+impl Partitioner for DefaultPartitioner {
+    fn partition(
+        &self,
+        _topic: &str,
+        key: Option<&[u8]>,
+        _value: Option<&[u8]>,
+        n: usize,
+    ) -> Option<usize> {
+        match key {
+            Some(k) if !self.ignore_keys => Some(partition_for_key(k, n)),
+            _ => None,
+        }
+    }
+}
+
+/// Kafka's `RoundRobinPartitioner`: each record to the next partition, keys ignored.
+#[derive(Debug, Default)]
+pub struct RoundRobinPartitioner {
+    counters: Mutex<HashMap<String, u32>>,
+}
+
+impl Partitioner for RoundRobinPartitioner {
+    fn partition(
+        &self,
+        topic: &str,
+        _key: Option<&[u8]>,
+        _value: Option<&[u8]>,
+        n: usize,
+    ) -> Option<usize> {
+        let mut c = self.counters.lock().ok()?;
+        let counter = c.entry(topic.to_string()).or_insert(0);
+        let p = *counter as usize % n.max(1);
+        *counter = counter.wrapping_add(1);
+        Some(p)
+    }
+}
+
+/// The per-topic state of KIP-794's built-in partitioner.
+#[derive(Debug)]
+struct StickyState {
+    partition: usize,
+    produced_bytes: usize,
+}
+
+/// KIP-794's uniform sticky partitioner for records without a key.
+#[derive(Debug)]
+pub struct BuiltInPartitioner {
+    sticky_batch_size: usize,
+    adaptive: bool,
+    topics: Mutex<HashMap<String, StickyState>>,
+    rng_seed: AtomicU32,
+}
+
+impl BuiltInPartitioner {
+    pub fn new(batch_size: usize, adaptive: bool) -> Self {
+        BuiltInPartitioner {
+            sticky_batch_size: batch_size.max(1),
+            adaptive,
+            topics: Mutex::new(HashMap::new()),
+            rng_seed: AtomicU32::new(fastrand::u32(..)),
+        }
+    }
+
+    /// The partition to use now for `topic`. `queue_sizes` holds the number of batches
+    /// waiting per partition (the adaptive choice favours short queues); partitions whose
+    /// entry is `None` have no leader and are skipped.
+    pub fn partition(&self, topic: &str, queue_sizes: &[Option<usize>]) -> usize {
+        let mut topics = match self.topics.lock() {
+            Ok(t) => t,
+            Err(_) => return 0,
+        };
+        if let Some(s) = topics.get(topic) {
+            if s.partition < queue_sizes.len() && queue_sizes[s.partition].is_some() {
+                return s.partition;
+            }
+        }
+        let p = self.next_partition(queue_sizes);
+        topics.insert(
+            topic.to_string(),
+            StickyState {
+                partition: p,
+                produced_bytes: 0,
+            },
+        );
+        p
+    }
+
+    /// Counts bytes appended to the sticky partition; switches after `batch.size` bytes when
+    /// `batch_full` (the partition's last batch is full), or after twice that regardless.
+    pub fn update(
+        &self,
+        topic: &str,
+        partition: usize,
+        appended_bytes: usize,
+        batch_full: bool,
+        queue_sizes: &[Option<usize>],
+    ) {
+        let Ok(mut topics) = self.topics.lock() else {
+            return;
+        };
+        let Some(s) = topics.get_mut(topic) else {
+            return;
+        };
+        if s.partition != partition {
+            return;
+        }
+        s.produced_bytes += appended_bytes;
+        if (s.produced_bytes >= self.sticky_batch_size && batch_full)
+            || s.produced_bytes >= 2 * self.sticky_batch_size
+        {
+            s.partition = self.next_partition(queue_sizes);
+            s.produced_bytes = 0;
+        }
+    }
+
+    fn random(&self, n: usize) -> usize {
+        // A cheap per-partitioner generator: xorshift over an atomic seed.
+        let mut x = self.rng_seed.load(Ordering::Relaxed) | 1;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.rng_seed.store(x, Ordering::Relaxed);
+        x as usize % n.max(1)
+    }
+
+    fn next_partition(&self, queue_sizes: &[Option<usize>]) -> usize {
+        let available: Vec<usize> = (0..queue_sizes.len())
+            .filter(|i| queue_sizes[*i].is_some())
+            .collect();
+        if available.is_empty() {
+            return self.random(queue_sizes.len().max(1));
+        }
+        if self.adaptive {
+            let max = available
+                .iter()
+                .filter_map(|i| queue_sizes[*i])
+                .max()
+                .unwrap_or(0);
+            // Weight = max queue + 1 - own queue: equal queues give a uniform draw.
+            let weights: Vec<usize> = available
+                .iter()
+                .map(|i| max + 1 - queue_sizes[*i].unwrap_or(0))
+                .collect();
+            let total: usize = weights.iter().sum();
+            let mut pick = self.random(total);
+            for (i, w) in available.iter().zip(&weights) {
+                if pick < *w {
+                    return *i;
+                }
+                pick -= w;
+            }
+        }
+        available[self.random(available.len())]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn murmur2_matches_the_java_client() {
+        // Partitions out of 1000 that the Java client gives these keys (the vectors of
+        // kafka-python's test_partitioner), and raw hashes from librdkafka's rdmurmur2 test.
+        let partitions: &[(&[u8], usize)] = &[
+            (b"", 681),
+            (b"a", 524),
+            (b"ab", 434),
+            (b"abc", 107),
+            (b"123456789", 566),
+            (b"\x00 ", 742),
+        ];
+        for (key, want) in partitions {
+            assert_eq!(partition_for_key(key, 1000), *want, "partition of {key:?}");
+        }
+        let hashes: &[(&[u8], u32)] = &[
+            (b"kafka", 0xd067_cf64),
+            (b"giberish123456789", 0x8f55_2b0c),
+            (b"", 0x106e_08d9),
+        ];
+        for (key, want) in hashes {
+            assert_eq!(murmur2(key) as u32, *want, "murmur2({key:?})");
+        }
+    }
+
+    #[test]
+    fn keyed_records_follow_murmur2() {
+        let p = DefaultPartitioner::default();
+        for i in 0..1000 {
+            let key = format!("key-{i}");
+            let got = p.partition("t", Some(key.as_bytes()), None, 7).unwrap();
+            assert_eq!(got, (to_positive(murmur2(key.as_bytes())) % 7) as usize);
+        }
+        assert_eq!(p.partition("t", None, None, 7), None);
+        let ignoring = DefaultPartitioner { ignore_keys: true };
+        assert_eq!(ignoring.partition("t", Some(b"k"), None, 7), None);
+    }
+
+    #[test]
+    fn round_robin_cycles() {
+        let p = RoundRobinPartitioner::default();
+        let got: Vec<usize> = (0..6)
+            .map(|_| p.partition("t", Some(b"same"), None, 3).unwrap())
+            .collect();
+        assert_eq!(got, vec![0, 1, 2, 0, 1, 2]);
+    }
+
+    #[test]
+    fn sticky_switches_after_a_batch_and_spreads_evenly() {
+        let b = BuiltInPartitioner::new(1000, true);
+        let queues = vec![Some(0); 4];
+        let first = b.partition("t", &queues);
+        b.update("t", first, 600, true, &queues);
+        assert_eq!(b.partition("t", &queues), first, "under batch.size: stays");
+        b.update("t", first, 600, false, &queues);
+        assert_eq!(
+            b.partition("t", &queues),
+            first,
+            "batch not full yet: stays"
+        );
+        b.update("t", first, 900, false, &queues);
+        // 2100 bytes ≥ 2 × batch.size: switches even though the batch is not full.
+        let mut counts = [0usize; 4];
+        for _ in 0..4000 {
+            let p = b.partition("t", &queues);
+            counts[p] += 1;
+            b.update("t", p, 2000, true, &queues);
+        }
+        assert!(
+            counts.iter().all(|c| *c > 700),
+            "uniform over equal queues: {counts:?}"
+        );
+        // A partition without a leader is never chosen; long queues are chosen less.
+        let queues = vec![Some(0), None, Some(9), Some(0)];
+        let mut counts = [0usize; 4];
+        for _ in 0..4000 {
+            let p = b.partition("t", &queues);
+            counts[p] += 1;
+            b.update("t", p, 2000, true, &queues);
+        }
+        assert_eq!(counts[1], 0);
+        assert!(counts[2] < counts[0] / 3, "{counts:?}");
+    }
+}

@@ -1,0 +1,753 @@
+//! Kafka's `RecordAccumulator`: one queue of batches per partition. `append` adds a record
+//! to the partition's last open batch, or to a new batch whose buffer comes from the
+//! `BufferPool` (waiting for memory up to `max.block.ms`). The sender asks which batches are
+//! ready — full, lingered long enough, flushed, or needed because memory is short — and
+//! drains them per broker up to `max.request.size`. Failed batches come back at the head of
+//! their queue, in sequence order, so order holds across retries.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+use weir_record::{
+    BatchBuilder, Compression, CompressionConfig, CompressionRatioEstimator, Header,
+    RECORD_BATCH_OVERHEAD,
+};
+
+use crate::error::{ClientError, Result};
+use crate::producer::buffer_pool::BufferPool;
+use crate::producer::record::{Notifier, RecordMetadata};
+
+/// Gives a batch of `tp` holding `records` records its producer id, epoch and base
+/// sequence, or `None` when the producer is not idempotent.
+pub type AssignProducerFields<'a> =
+    dyn FnMut(&TopicPartition, usize) -> Option<(i64, i16, i32)> + 'a;
+
+/// A topic and partition.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    pub topic: Arc<str>,
+    pub partition: i32,
+}
+
+/// What the sender needs to know about one record once its batch is answered.
+struct Thunk {
+    timestamp: i64,
+    key_size: i32,
+    value_size: i32,
+    notifier: Notifier,
+}
+
+/// A batch being filled, or closed and waiting to be sent (again).
+pub(crate) struct ProducerBatch {
+    pub tp: TopicPartition,
+    builder: Option<BatchBuilder>,
+    /// The closed batch's bytes (sent as they are on every attempt).
+    pub bytes: Option<Vec<u8>>,
+    /// Bytes of pool memory this batch holds, returned when it is done.
+    pooled: usize,
+    thunks: Vec<Thunk>,
+    pub created: Instant,
+    pub attempts: u32,
+    /// Not to be sent before this (retry backoff).
+    pub retry_at: Option<Instant>,
+    /// Producer id, epoch and first sequence, set once and kept across retries.
+    pub producer: Option<(i64, i16, i32)>,
+    full: bool,
+    uncompressed_size: usize,
+}
+
+impl ProducerBatch {
+    pub fn record_count(&self) -> usize {
+        self.thunks.len()
+    }
+
+    pub fn estimated_size(&self) -> usize {
+        match (&self.bytes, &self.builder) {
+            (Some(b), _) => b.len(),
+            (None, Some(b)) => b.estimated_size_in_bytes(),
+            _ => 0,
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.full || self.builder.as_ref().is_some_and(|b| b.is_full())
+    }
+
+    /// Completes every record: offsets from `base_offset` on (or -1 with acks=0).
+    pub fn complete(self, base_offset: i64, log_append_time: i64, pool: &BufferPool) {
+        let tp = self.tp.clone();
+        for (i, t) in self.thunks.into_iter().enumerate() {
+            let meta = RecordMetadata {
+                topic: tp.topic.to_string(),
+                partition: tp.partition,
+                offset: if base_offset >= 0 {
+                    base_offset + i as i64
+                } else {
+                    -1
+                },
+                timestamp: if log_append_time >= 0 {
+                    log_append_time
+                } else {
+                    t.timestamp
+                },
+                serialized_key_size: t.key_size,
+                serialized_value_size: t.value_size,
+            };
+            t.notifier.complete(Ok(meta));
+        }
+        Self::release(self.bytes, self.builder, self.pooled, pool);
+    }
+
+    /// Fails every record with `error`.
+    pub fn fail(self, error: ClientError, pool: &BufferPool) {
+        for t in self.thunks {
+            t.notifier.complete(Err(error.clone()));
+        }
+        Self::release(self.bytes, self.builder, self.pooled, pool);
+    }
+
+    fn release(
+        bytes: Option<Vec<u8>>,
+        builder: Option<BatchBuilder>,
+        pooled: usize,
+        pool: &BufferPool,
+    ) {
+        drop(builder);
+        match bytes {
+            // The pool's own buffer (uncompressed batches are built in place).
+            Some(b) if b.capacity() == pooled => pool.deallocate(b),
+            _ => pool.deallocate_bytes(pooled),
+        }
+    }
+}
+
+/// Settings the accumulator needs.
+#[derive(Debug, Clone)]
+pub struct AccumulatorConfig {
+    pub batch_size: usize,
+    pub linger: Duration,
+    pub compression: CompressionConfig,
+    pub delivery_timeout: Duration,
+    pub retry_backoff: Duration,
+    pub retry_backoff_max: Duration,
+}
+
+/// What `ready` found.
+#[derive(Debug, Default)]
+pub(crate) struct ReadyCheck {
+    pub partitions: Vec<TopicPartition>,
+    /// When to look again if nothing else happens.
+    pub next_check: Option<Instant>,
+}
+
+/// Batches per partition.
+pub(crate) struct Accumulator {
+    cfg: AccumulatorConfig,
+    pub pool: Arc<BufferPool>,
+    queues: Mutex<HashMap<TopicPartition, VecDeque<ProducerBatch>>>,
+    estimators: Mutex<HashMap<(Arc<str>, Compression), CompressionRatioEstimator>>,
+    flushing: AtomicUsize,
+    closing: AtomicBool,
+    /// Records appended and not yet completed.
+    incomplete: AtomicUsize,
+    /// Wakes the sender (a batch filled, a flush, a close).
+    pub wake_sender: Notify,
+    /// Wakes flushes (a batch completed).
+    pub batch_done: Notify,
+}
+
+/// The largest a batch of one record can be (Kafka's `estimateSizeInBytesUpperBound`).
+fn one_record_batch_size(
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[Header<'_>],
+) -> usize {
+    RECORD_BATCH_OVERHEAD
+        + weir_record::record::record_size(i32::MAX, i64::MAX, key, value, headers)
+}
+
+impl Accumulator {
+    pub fn new(cfg: AccumulatorConfig, pool: Arc<BufferPool>) -> Self {
+        Accumulator {
+            cfg,
+            pool,
+            queues: Mutex::new(HashMap::new()),
+            estimators: Mutex::new(HashMap::new()),
+            flushing: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
+            incomplete: AtomicUsize::new(0),
+            wake_sender: Notify::new(),
+            batch_done: Notify::new(),
+        }
+    }
+
+    fn queues(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<TopicPartition, VecDeque<ProducerBatch>>> {
+        self.queues.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Batches waiting per partition of `topic` (for the adaptive partitioner).
+    pub fn queue_sizes(&self, topic: &str, partitions: usize) -> Vec<usize> {
+        let q = self.queues();
+        (0..partitions)
+            .map(|p| {
+                q.get(&TopicPartition {
+                    topic: topic.into(),
+                    partition: p as i32,
+                })
+                .map_or(0, |d| d.len())
+            })
+            .collect()
+    }
+
+    fn try_append(
+        dq: &mut VecDeque<ProducerBatch>,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header<'_>],
+    ) -> Option<(bool, usize)> {
+        let batch = dq.back_mut()?;
+        let builder = batch.builder.as_mut()?;
+        if !builder.has_room_for(timestamp, key, value, headers) {
+            batch.full = true;
+            return None;
+        }
+        let before = builder.uncompressed_records_size();
+        builder.append(timestamp, key, value, headers).ok()?;
+        let appended = builder.uncompressed_records_size() - before;
+        batch.uncompressed_size += appended;
+        Some((builder.is_full() || dq.len() > 1, appended))
+    }
+
+    /// Appends one record. Returns whether its batch is now full (or a new batch was made)
+    /// and the bytes it took, for the sticky partitioner.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn append(
+        &self,
+        tp: &TopicPartition,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header<'_>],
+        notifier: Notifier,
+        max_block: Duration,
+    ) -> Result<(bool, usize)> {
+        if self.closing.load(Ordering::SeqCst) {
+            return Err(ClientError::Closed);
+        }
+        let thunk = |notifier| Thunk {
+            timestamp,
+            key_size: key.map_or(-1, |k| k.len() as i32),
+            value_size: value.map_or(-1, |v| v.len() as i32),
+            notifier,
+        };
+        {
+            let mut q = self.queues();
+            let dq = q.entry(tp.clone()).or_default();
+            if let Some((full, n)) = Self::try_append(dq, timestamp, key, value, headers) {
+                dq.back_mut()
+                    .expect("appended to it")
+                    .thunks
+                    .push(thunk(notifier));
+                self.incomplete.fetch_add(1, Ordering::SeqCst);
+                if full {
+                    self.wake_sender.notify_one();
+                }
+                return Ok((full, n));
+            }
+        }
+        // A new batch: memory first, outside the lock (this is where send blocks).
+        let size = self
+            .cfg
+            .batch_size
+            .max(one_record_batch_size(key, value, headers));
+        let buf = self.pool.allocate(size, max_block).await?;
+        let mut q = self.queues();
+        let dq = q.entry(tp.clone()).or_default();
+        if let Some((full, n)) = Self::try_append(dq, timestamp, key, value, headers) {
+            // Someone else made a batch meanwhile.
+            drop(q);
+            self.pool.deallocate(buf);
+            let mut q = self.queues();
+            if let Some(b) = q.get_mut(tp).and_then(|d| d.back_mut()) {
+                b.thunks.push(thunk(notifier));
+            }
+            self.incomplete.fetch_add(1, Ordering::SeqCst);
+            return Ok((full, n));
+        }
+        let ratio = self
+            .estimators
+            .lock()
+            .ok()
+            .and_then(|e| {
+                e.get(&(tp.topic.clone(), self.cfg.compression.codec))
+                    .map(|r| r.estimate())
+            })
+            .unwrap_or(1.0);
+        let capacity = buf.capacity();
+        let mut builder = BatchBuilder::with_buffer(buf, self.cfg.compression, 0, capacity)
+            .estimated_compression_ratio(ratio);
+        builder
+            .append(timestamp, key, value, headers)
+            .map_err(|e| ClientError::Config(format!("the record cannot be encoded: {e}")))?;
+        let appended = builder.uncompressed_records_size();
+        dq.push_back(ProducerBatch {
+            tp: tp.clone(),
+            builder: Some(builder),
+            bytes: None,
+            pooled: capacity,
+            thunks: vec![thunk(notifier)],
+            created: Instant::now(),
+            attempts: 0,
+            retry_at: None,
+            producer: None,
+            full: false,
+            uncompressed_size: appended,
+        });
+        self.incomplete.fetch_add(1, Ordering::SeqCst);
+        self.wake_sender.notify_one();
+        Ok((true, appended))
+    }
+
+    /// Partitions whose first batch may be sent now: full, lingered, flushing, closing, or
+    /// memory is short.
+    pub fn ready(&self, now: Instant) -> ReadyCheck {
+        let forced = self.flushing.load(Ordering::SeqCst) > 0
+            || self.closing.load(Ordering::SeqCst)
+            || self.pool.queued() > 0;
+        let q = self.queues();
+        let mut out = ReadyCheck::default();
+        for (tp, dq) in q.iter() {
+            let Some(first) = dq.front() else { continue };
+            if let Some(at) = first.retry_at {
+                if at > now {
+                    out.next_check = Some(out.next_check.map_or(at, |n| n.min(at)));
+                    continue;
+                }
+            }
+            let linger_done = first.created + self.cfg.linger;
+            if forced
+                || first.bytes.is_some()
+                || dq.len() > 1
+                || first.is_full()
+                || linger_done <= now
+            {
+                out.partitions.push(tp.clone());
+            } else {
+                out.next_check = Some(out.next_check.map_or(linger_done, |n| n.min(linger_done)));
+            }
+        }
+        out
+    }
+
+    /// Takes the first batch of `tp` if it fits in `budget` bytes (the first batch of a
+    /// request always fits), closing it. `producer` assigns the producer fields (idempotence)
+    /// to a batch that has none yet.
+    pub fn take(
+        &self,
+        tp: &TopicPartition,
+        budget: usize,
+        first_in_request: bool,
+        producer: &mut AssignProducerFields<'_>,
+    ) -> Option<ProducerBatch> {
+        let mut q = self.queues();
+        let dq = q.get_mut(tp)?;
+        let size = dq.front()?.estimated_size();
+        if !first_in_request && size > budget {
+            return None;
+        }
+        let mut batch = dq.pop_front()?;
+        drop(q);
+        if batch.bytes.is_none() {
+            if let Some(mut builder) = batch.builder.take() {
+                if let Some((pid, epoch, seq)) = producer(tp, batch.record_count()) {
+                    builder.set_producer_state(pid, epoch, seq);
+                    batch.producer = Some((pid, epoch, seq));
+                }
+                let codec = builder.compression();
+                match builder.build() {
+                    Ok(built) => {
+                        if codec != Compression::None {
+                            if let Ok(mut e) = self.estimators.lock() {
+                                e.entry((tp.topic.clone(), codec))
+                                    .or_default()
+                                    .update(built.compression_ratio);
+                            }
+                        }
+                        batch.bytes = Some(built.bytes);
+                    }
+                    Err(e) => {
+                        let n = batch.record_count();
+                        batch.fail(
+                            ClientError::Config(format!("building a batch: {e}")),
+                            &self.pool,
+                        );
+                        self.done(n);
+                        return None;
+                    }
+                }
+            }
+        }
+        Some(batch)
+    }
+
+    /// Puts a batch that must be retried back in its queue, in producer-sequence order
+    /// ahead of batches not yet sent, and holds it back for the retry backoff.
+    pub fn reenqueue(&self, mut batch: ProducerBatch, now: Instant) {
+        batch.attempts += 1;
+        let exp = self.cfg.retry_backoff.as_millis() as u64
+            * (1u64 << batch.attempts.min(10).saturating_sub(1));
+        let backoff = Duration::from_millis(
+            exp.min(self.cfg.retry_backoff_max.as_millis() as u64)
+                .max(1),
+        );
+        // ±20% jitter, as Kafka's ExponentialBackoff.
+        let jitter = 0.8 + fastrand::f64() * 0.4;
+        batch.retry_at = Some(now + backoff.mul_f64(jitter));
+        let mut q = self.queues();
+        let dq = q.entry(batch.tp.clone()).or_default();
+        let seq = batch.producer.map(|p| p.2);
+        let pos = dq
+            .iter()
+            .position(|b| match (seq, b.producer) {
+                (Some(s), Some(other)) => other.2 > s,
+                _ => true,
+            })
+            .unwrap_or(dq.len());
+        dq.insert(pos, batch);
+        drop(q);
+        self.wake_sender.notify_one();
+    }
+
+    /// Fails and removes batches older than `delivery.timeout.ms` that are still queued.
+    pub fn expire(&self, now: Instant) -> usize {
+        let mut expired = Vec::new();
+        {
+            let mut q = self.queues();
+            for dq in q.values_mut() {
+                while dq
+                    .front()
+                    .is_some_and(|b| now.duration_since(b.created) >= self.cfg.delivery_timeout)
+                {
+                    expired.push(dq.pop_front().expect("checked"));
+                }
+            }
+        }
+        let n = expired.len();
+        for b in expired {
+            let ms = self.cfg.delivery_timeout.as_millis() as u64;
+            let msg = format!(
+                "{} record(s) for {}-{} expired",
+                b.record_count(),
+                b.tp.topic,
+                b.tp.partition
+            );
+            self.done(b.record_count());
+            b.fail(ClientError::Timeout { what: msg, ms }, &self.pool);
+        }
+        n
+    }
+
+    /// Notes that `records` records were completed (acked or failed).
+    pub fn done(&self, records: usize) {
+        self.incomplete.fetch_sub(records, Ordering::SeqCst);
+        self.batch_done.notify_waiters();
+    }
+
+    pub fn incomplete(&self) -> usize {
+        self.incomplete.load(Ordering::SeqCst)
+    }
+
+    pub fn begin_flush(&self) {
+        self.flushing.fetch_add(1, Ordering::SeqCst);
+        self.wake_sender.notify_one();
+    }
+
+    pub fn end_flush(&self) {
+        self.flushing.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    pub fn begin_close(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+        self.wake_sender.notify_one();
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst)
+    }
+
+    /// Fails everything still queued (a forced close).
+    pub fn abort_all(&self, error: ClientError) {
+        let all: Vec<ProducerBatch> = self.queues().drain().flat_map(|(_, dq)| dq).collect();
+        for b in all {
+            self.done(b.record_count());
+            b.fail(error.clone(), &self.pool);
+        }
+    }
+
+    /// Splits a batch the broker refused as too large into batches of at most `batch.size`
+    /// (one record each if it comes to that) and queues them in its place.
+    pub fn split_and_reenqueue(&self, batch: ProducerBatch) -> usize {
+        let Some(bytes) = batch.bytes.as_ref() else {
+            return 0;
+        };
+        let Ok(parsed) = weir_record::RecordBatch::parse(bytes) else {
+            return 0;
+        };
+        let Ok(records) = parsed.records(weir_record::DEFAULT_MAX_DECOMPRESSED_BYTES) else {
+            return 0;
+        };
+        let mut pieces: Vec<ProducerBatch> = Vec::new();
+        let mut thunks = batch.thunks.into_iter();
+        for r in records.iter().flatten() {
+            let headers: Vec<Header<'_>> = r.headers.iter().collect();
+            let needs_new = match pieces.last_mut().and_then(|p| p.builder.as_mut()) {
+                Some(b) => !b.has_room_for(r.timestamp, r.key, r.value, &headers),
+                None => true,
+            };
+            if needs_new {
+                pieces.push(ProducerBatch {
+                    tp: batch.tp.clone(),
+                    builder: Some(BatchBuilder::new(
+                        self.cfg.compression,
+                        0,
+                        self.cfg.batch_size,
+                    )),
+                    bytes: None,
+                    pooled: 0,
+                    thunks: Vec::new(),
+                    created: batch.created,
+                    attempts: batch.attempts,
+                    retry_at: None,
+                    producer: None,
+                    full: false,
+                    uncompressed_size: 0,
+                });
+            }
+            let piece = pieces.last_mut().expect("just ensured");
+            if let Some(b) = piece.builder.as_mut() {
+                let _ = b.append(r.timestamp, r.key, r.value, &headers);
+            }
+            if let Some(t) = thunks.next() {
+                piece.thunks.push(t);
+            }
+        }
+        let n = pieces.len();
+        // The original's pool memory goes back; the pieces are small and unpooled.
+        self.pool.deallocate_bytes(batch.pooled);
+        let mut q = self.queues();
+        let dq = q.entry(batch.tp.clone()).or_default();
+        for (i, p) in pieces.into_iter().enumerate() {
+            dq.insert(i, p);
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acc(batch_size: usize, memory: usize, linger_ms: u64) -> Accumulator {
+        Accumulator::new(
+            AccumulatorConfig {
+                batch_size,
+                linger: Duration::from_millis(linger_ms),
+                compression: CompressionConfig::new(Compression::None),
+                delivery_timeout: Duration::from_millis(1000),
+                retry_backoff: Duration::from_millis(100),
+                retry_backoff_max: Duration::from_millis(1000),
+            },
+            Arc::new(BufferPool::new(memory, batch_size)),
+        )
+    }
+
+    fn tp(p: i32) -> TopicPartition {
+        TopicPartition {
+            topic: "t".into(),
+            partition: p,
+        }
+    }
+
+    fn notifier() -> (
+        Notifier,
+        tokio::sync::oneshot::Receiver<Result<RecordMetadata>>,
+    ) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        (Notifier::Future(tx), rx)
+    }
+
+    async fn add(
+        a: &Accumulator,
+        p: i32,
+        value: &[u8],
+    ) -> tokio::sync::oneshot::Receiver<Result<RecordMetadata>> {
+        let (n, rx) = notifier();
+        a.append(
+            &tp(p),
+            1000,
+            None,
+            Some(value),
+            &[],
+            n,
+            Duration::from_millis(10),
+        )
+        .await
+        .unwrap();
+        rx
+    }
+
+    fn no_producer(_: &TopicPartition, _: usize) -> Option<(i64, i16, i32)> {
+        None
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_ready_after_linger_ms() {
+        let a = acc(1024, 1 << 20, 50);
+        add(&a, 0, b"x").await;
+        let now = Instant::now();
+        assert!(a.ready(now).partitions.is_empty(), "still lingering");
+        let check = a.ready(now);
+        assert!(check
+            .next_check
+            .is_some_and(|t| t <= now + Duration::from_millis(50)));
+        assert_eq!(
+            a.ready(now + Duration::from_millis(51)).partitions,
+            vec![tp(0)]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_full_batch_is_ready_at_once_and_the_next_record_starts_another() {
+        let a = acc(256, 1 << 20, 60_000);
+        let mut receivers = Vec::new();
+        for _ in 0..10 {
+            receivers.push(add(&a, 0, &[7u8; 50]).await);
+        }
+        assert_eq!(
+            a.ready(Instant::now()).partitions,
+            vec![tp(0)],
+            "full despite linger"
+        );
+        let first = a.take(&tp(0), usize::MAX, true, &mut no_producer).unwrap();
+        assert!(
+            first.bytes.as_ref().unwrap().len() <= 256,
+            "within batch.size"
+        );
+        assert!(first.record_count() >= 3 && first.record_count() < 10);
+        let rest = 10 - first.record_count();
+        first.complete(100, -1, &a.pool);
+        a.done(10 - rest);
+        let m = receivers.remove(0).await.unwrap().unwrap();
+        assert_eq!((m.partition, m.offset), (0, 100));
+    }
+
+    #[tokio::test]
+    async fn memory_exhausted_blocks_append_until_a_batch_completes() {
+        let a = Arc::new(acc(128, 256, 0));
+        add(&a, 0, &[1u8; 30]).await;
+        add(&a, 1, &[1u8; 30]).await;
+        assert_eq!(a.pool.available_memory(), 0);
+        let (n, _rx) = notifier();
+        let err = a
+            .append(
+                &tp(2),
+                0,
+                None,
+                Some(&[1u8; 30]),
+                &[],
+                n,
+                Duration::from_millis(20),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ClientError::BufferExhausted { .. }), "{err}");
+        // A waiter blocks; completing a batch frees memory and wakes it.
+        let waiter = {
+            let a = a.clone();
+            tokio::spawn(async move {
+                let (n, _rx) = notifier();
+                a.append(
+                    &tp(2),
+                    0,
+                    None,
+                    Some(&[1u8; 30]),
+                    &[],
+                    n,
+                    Duration::from_secs(5),
+                )
+                .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(a.pool.queued(), 1);
+        assert!(
+            !a.ready(Instant::now()).partitions.is_empty(),
+            "waiters make batches ready"
+        );
+        let b = a.take(&tp(0), usize::MAX, true, &mut no_producer).unwrap();
+        b.complete(0, -1, &a.pool);
+        waiter.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_retried_batch_goes_back_to_the_head_and_waits_out_its_backoff() {
+        let a = acc(128, 1 << 20, 0);
+        for _ in 0..6 {
+            add(&a, 0, &[9u8; 40]).await;
+        }
+        let mut seq = 0;
+        let mut assign = |_: &TopicPartition, n: usize| {
+            let s = seq;
+            seq += n as i32;
+            Some((1, 0, s))
+        };
+        let first = a.take(&tp(0), usize::MAX, true, &mut assign).unwrap();
+        let second = a.take(&tp(0), usize::MAX, true, &mut assign).unwrap();
+        let (s1, s2) = (first.producer.unwrap().2, second.producer.unwrap().2);
+        assert!(s1 < s2);
+        let now = Instant::now();
+        a.reenqueue(second, now);
+        a.reenqueue(first, now);
+        assert!(a.ready(now).partitions.is_empty(), "backing off");
+        let later = now + Duration::from_millis(200);
+        assert_eq!(a.ready(later).partitions, vec![tp(0)]);
+        let again = a.take(&tp(0), usize::MAX, true, &mut assign).unwrap();
+        assert_eq!(
+            again.producer.unwrap().2,
+            s1,
+            "sequence order restored at the head"
+        );
+        assert_eq!(again.attempts, 1);
+    }
+
+    #[tokio::test]
+    async fn queued_batches_expire_after_delivery_timeout() {
+        let a = acc(1024, 1 << 20, 60_000);
+        let rx = add(&a, 0, b"late").await;
+        assert_eq!(a.expire(Instant::now()), 0);
+        assert_eq!(a.expire(Instant::now() + Duration::from_millis(1001)), 1);
+        assert!(matches!(
+            rx.await.unwrap(),
+            Err(ClientError::Timeout { .. })
+        ));
+        assert_eq!(a.incomplete(), 0);
+        assert_eq!(a.pool.available_memory(), 1 << 20);
+    }
+
+    #[tokio::test]
+    async fn a_record_larger_than_batch_size_gets_a_batch_of_its_own() {
+        let a = acc(128, 1 << 20, 60_000);
+        add(&a, 0, b"small").await;
+        add(&a, 0, &[5u8; 1000]).await;
+        let small = a.take(&tp(0), usize::MAX, true, &mut no_producer).unwrap();
+        let big = a.take(&tp(0), usize::MAX, true, &mut no_producer).unwrap();
+        assert_eq!((small.record_count(), big.record_count()), (1, 1));
+        assert!(big.bytes.as_ref().unwrap().len() > 1000);
+    }
+}

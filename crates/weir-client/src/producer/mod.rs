@@ -1,0 +1,307 @@
+//! The producer, as Kafka's Java client builds it: `send` picks a partition (explicit, a
+//! custom `Partitioner`, murmur2 of the key, or sticky), waits for metadata and memory up to
+//! `max.block.ms` (the backpressure users see), and appends to the accumulator; the sender
+//! task batches, sends, retries and reports each record through a future or a callback.
+//! Idempotence is on by default.
+
+pub mod accumulator;
+pub mod buffer_pool;
+pub mod record;
+pub mod sender;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+use weir_record::Header;
+
+use crate::cluster::Cluster;
+use crate::config::ProducerConfig;
+use crate::error::{ClientError, Result};
+use crate::partitioner::{BuiltInPartitioner, DefaultPartitioner, Partitioner};
+use accumulator::{Accumulator, AccumulatorConfig, TopicPartition};
+use buffer_pool::BufferPool;
+use record::Notifier;
+pub use record::{DeliveryFuture, ProducerRecord, RecordMetadata};
+use sender::Sender;
+
+/// A Kafka producer. Cheap to clone; every clone feeds the same batches.
+#[derive(Clone)]
+pub struct Producer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: ProducerConfig,
+    cluster: Arc<Cluster>,
+    acc: Arc<Accumulator>,
+    sender: Arc<Sender>,
+    partitioner: Box<dyn Partitioner>,
+    sticky: BuiltInPartitioner,
+    sender_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Producer {
+    /// A producer with Kafka's settings (`bootstrap.servers` at least).
+    pub fn new(cfg: ProducerConfig) -> Result<Producer> {
+        let partitioner = Box::new(DefaultPartitioner {
+            ignore_keys: cfg.partitioner_ignore_keys,
+        });
+        Self::with_partitioner(cfg, partitioner)
+    }
+
+    /// A producer from key=value settings, e.g. `[("bootstrap.servers", "localhost:9092")]`.
+    pub fn from_properties<K: Into<String>, V: Into<String>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Producer> {
+        Self::new(ProducerConfig::from_properties(pairs)?)
+    }
+
+    /// A producer with a custom partitioner (records it returns `None` for go sticky).
+    pub fn with_partitioner(
+        cfg: ProducerConfig,
+        partitioner: Box<dyn Partitioner>,
+    ) -> Result<Producer> {
+        let cluster = Cluster::new(cfg.cluster.clone())?;
+        let pool = Arc::new(BufferPool::new(
+            cfg.buffer_memory,
+            cfg.batch_size.max(weir_record::RECORD_BATCH_OVERHEAD),
+        ));
+        let acc = Arc::new(Accumulator::new(
+            AccumulatorConfig {
+                batch_size: cfg.batch_size.max(weir_record::RECORD_BATCH_OVERHEAD),
+                linger: cfg.linger,
+                compression: cfg.compression,
+                delivery_timeout: cfg.delivery_timeout,
+                retry_backoff: cfg.retry_backoff,
+                retry_backoff_max: cfg.retry_backoff_max,
+            },
+            pool,
+        ));
+        let sender = Sender::new(cfg.clone(), cluster.clone(), acc.clone());
+        let task = tokio::spawn(sender.clone().run());
+        Ok(Producer {
+            inner: Arc::new(Inner {
+                sticky: BuiltInPartitioner::new(cfg.batch_size.max(1), cfg.partitioner_adaptive),
+                cfg,
+                cluster,
+                acc,
+                sender,
+                partitioner,
+                sender_task: std::sync::Mutex::new(Some(task)),
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &ProducerConfig {
+        &self.inner.cfg
+    }
+
+    /// Sends a record: returns once it is in a batch (after waiting for metadata and memory
+    /// up to `max.block.ms`), with a future that resolves when the broker acknowledged it.
+    pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture> {
+        let (tx, rx) = oneshot::channel();
+        self.enqueue(record, Notifier::Future(tx)).await?;
+        Ok(DeliveryFuture { rx })
+    }
+
+    /// Sends a record and waits for its acknowledgement.
+    pub async fn send_and_wait(&self, record: ProducerRecord) -> Result<RecordMetadata> {
+        self.send(record).await?.await
+    }
+
+    /// Sends a record; `callback` runs (on the producer's I/O task) with the outcome.
+    pub async fn send_with_callback(
+        &self,
+        record: ProducerRecord,
+        callback: impl FnOnce(Result<RecordMetadata>) + Send + 'static,
+    ) -> Result<()> {
+        self.enqueue(record, Notifier::Callback(Box::new(callback)))
+            .await
+    }
+
+    async fn enqueue(&self, record: ProducerRecord, notifier: Notifier) -> Result<()> {
+        let inner = &self.inner;
+        let deadline = Instant::now() + inner.cfg.max_block;
+        let headers: Vec<Header<'_>> = record
+            .headers
+            .iter()
+            .map(|(k, v)| Header::new(k, v.as_deref()))
+            .collect();
+        let key = record.key.as_deref();
+        let value = record.value.as_deref();
+        let size = weir_record::RECORD_BATCH_OVERHEAD
+            + weir_record::record::record_size(i32::MAX, i64::MAX, key, value, &headers);
+        if size > inner.cfg.max_request_size {
+            return Err(ClientError::RecordTooLarge {
+                size,
+                limit: inner.cfg.max_request_size,
+                setting: "max.request.size",
+            });
+        }
+        if size > inner.cfg.buffer_memory {
+            return Err(ClientError::RecordTooLarge {
+                size,
+                limit: inner.cfg.buffer_memory,
+                setting: "buffer.memory",
+            });
+        }
+        let topic = self.wait_for_topic(&record.topic, deadline).await?;
+        let n = topic.partitions.len();
+        let sticky_queues = || -> Vec<Option<usize>> {
+            let sizes = inner.acc.queue_sizes(&record.topic, n);
+            topic
+                .partitions
+                .iter()
+                .zip(sizes)
+                .map(|(p, s)| (p.leader >= 0).then_some(s))
+                .collect()
+        };
+        let mut sticky = false;
+        let partition = match record.partition {
+            Some(p) if p >= 0 && (p as usize) < n => p as usize,
+            Some(p) => {
+                return Err(ClientError::Config(format!(
+                    "partition {p} does not exist: topic {} has {n} partitions",
+                    record.topic
+                )))
+            }
+            None => match inner.partitioner.partition(&record.topic, key, value, n) {
+                Some(p) => p % n.max(1),
+                None => {
+                    sticky = true;
+                    inner.sticky.partition(&record.topic, &sticky_queues())
+                }
+            },
+        };
+        let tp = TopicPartition {
+            topic: record.topic.as_str().into(),
+            partition: partition as i32,
+        };
+        let timestamp = record.timestamp.unwrap_or_else(now_ms);
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let (full, appended) = inner
+            .acc
+            .append(&tp, timestamp, key, value, &headers, notifier, remaining)
+            .await?;
+        if sticky {
+            inner
+                .sticky
+                .update(&record.topic, partition, appended, full, &sticky_queues());
+        }
+        Ok(())
+    }
+
+    /// The topic's partitions, refreshing metadata (and creating the topic if the broker
+    /// allows it) until `deadline`.
+    async fn wait_for_topic(
+        &self,
+        topic: &str,
+        deadline: Instant,
+    ) -> Result<crate::cluster::TopicInfo> {
+        let inner = &self.inner;
+        let mut last_error = None;
+        loop {
+            match inner
+                .cluster
+                .topic(topic, inner.cfg.allow_auto_create_topics)
+                .await
+            {
+                Ok(t) if !t.partitions.is_empty() => return Ok(t),
+                Ok(_) => {}
+                Err(e) if e.is_retriable() || e.code() == Some(3) => last_error = Some(e),
+                Err(e) => return Err(e),
+            }
+            if Instant::now() >= deadline {
+                let ms = inner.cfg.max_block.as_millis() as u64;
+                return Err(match last_error {
+                    Some(ClientError::Connection { broker, reason }) => ClientError::Connection {
+                        broker,
+                        reason: format!(
+                            "{reason} (no broker reachable within max.block.ms = {ms} ms)"
+                        ),
+                    },
+                    Some(e) => ClientError::Timeout {
+                        what: format!("metadata for topic '{topic}' ({e})"),
+                        ms,
+                    },
+                    None => ClientError::Timeout {
+                        what: format!("metadata for topic '{topic}'"),
+                        ms,
+                    },
+                });
+            }
+            // Refresh again after the backoff; a topic just created may need a moment.
+            let _ = inner
+                .cluster
+                .refresh(
+                    Some(&[topic.to_string()]),
+                    inner.cfg.allow_auto_create_topics,
+                )
+                .await;
+            tokio::time::sleep(
+                inner
+                    .cfg
+                    .cluster
+                    .retry_backoff
+                    .max(Duration::from_millis(10)),
+            )
+            .await;
+        }
+    }
+
+    /// Sends everything buffered now (ignoring `linger.ms`) and waits until every record sent
+    /// so far is acknowledged or failed.
+    pub async fn flush(&self) -> Result<()> {
+        let acc = &self.inner.acc;
+        acc.begin_flush();
+        while acc.incomplete() > 0 {
+            let done = acc.batch_done.notified();
+            if acc.incomplete() == 0 {
+                break;
+            }
+            acc.wake_sender.notify_one();
+            let _ = tokio::time::timeout(Duration::from_millis(50), done).await;
+        }
+        acc.end_flush();
+        Ok(())
+    }
+
+    /// Sends what is buffered and stops, waiting up to `timeout`; records not acknowledged
+    /// by then fail with a timeout.
+    pub async fn close(&self, timeout: Duration) -> Result<()> {
+        let inner = &self.inner;
+        inner.acc.begin_close();
+        let task = inner.sender_task.lock().ok().and_then(|mut t| t.take());
+        if let Some(mut task) = task {
+            match tokio::time::timeout(timeout, &mut task).await {
+                Ok(_) => {}
+                Err(_) => {
+                    task.abort();
+                    inner.acc.abort_all(ClientError::Timeout {
+                        what: "closing the producer".into(),
+                        ms: timeout.as_millis() as u64,
+                    });
+                }
+            }
+        }
+        let _ = &inner.sender;
+        Ok(())
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Ok(mut t) = self.sender_task.lock() {
+            if let Some(task) = t.take() {
+                task.abort();
+            }
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

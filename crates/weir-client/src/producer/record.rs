@@ -1,0 +1,108 @@
+//! What goes into the producer and what comes back: `ProducerRecord` (with serializers for
+//! bytes, strings and serde JSON) and `RecordMetadata`, and the future or callback that
+//! carries the outcome of one send.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use crate::error::{ClientError, Result};
+
+/// A record to send.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProducerRecord {
+    pub topic: String,
+    /// A fixed partition; otherwise the partitioner chooses.
+    pub partition: Option<i32>,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub headers: Vec<(String, Option<Bytes>)>,
+    /// Milliseconds since the epoch; now if not given.
+    pub timestamp: Option<i64>,
+}
+
+impl ProducerRecord {
+    pub fn new(topic: impl Into<String>) -> Self {
+        ProducerRecord {
+            topic: topic.into(),
+            ..Default::default()
+        }
+    }
+    pub fn key(mut self, key: impl Into<Bytes>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+    pub fn value(mut self, value: impl Into<Bytes>) -> Self {
+        self.value = Some(value.into());
+        self
+    }
+    /// A value serialized as JSON (serde).
+    pub fn json_value<T: serde::Serialize>(mut self, value: &T) -> Result<Self> {
+        let v = serde_json::to_vec(value)
+            .map_err(|e| ClientError::Config(format!("serializing the value: {e}")))?;
+        self.value = Some(Bytes::from(v));
+        Ok(self)
+    }
+    pub fn partition(mut self, partition: i32) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+    pub fn timestamp(mut self, ms: i64) -> Self {
+        self.timestamp = Some(ms);
+        self
+    }
+    pub fn header(mut self, name: impl Into<String>, value: Option<impl Into<Bytes>>) -> Self {
+        self.headers.push((name.into(), value.map(Into::into)));
+        self
+    }
+}
+
+/// Where a record went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordMetadata {
+    pub topic: String,
+    pub partition: i32,
+    /// -1 with acks=0 (the broker does not say).
+    pub offset: i64,
+    /// The record's timestamp, or the broker's append time under LogAppendTime.
+    pub timestamp: i64,
+    pub serialized_key_size: i32,
+    pub serialized_value_size: i32,
+}
+
+pub(crate) type Callback = Box<dyn FnOnce(Result<RecordMetadata>) + Send>;
+
+/// How one record's outcome is reported.
+pub(crate) enum Notifier {
+    Future(oneshot::Sender<Result<RecordMetadata>>),
+    Callback(Callback),
+}
+
+impl Notifier {
+    pub(crate) fn complete(self, result: Result<RecordMetadata>) {
+        match self {
+            Notifier::Future(tx) => {
+                let _ = tx.send(result);
+            }
+            Notifier::Callback(cb) => cb(result),
+        }
+    }
+}
+
+/// The outcome of one `send`: resolves once the broker acknowledged the record (or the
+/// producer gave up on it).
+pub struct DeliveryFuture {
+    pub(crate) rx: oneshot::Receiver<Result<RecordMetadata>>,
+}
+
+impl Future for DeliveryFuture {
+    type Output = Result<RecordMetadata>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.rx)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(ClientError::Closed)))
+    }
+}

@@ -1,0 +1,348 @@
+//! Kafka's `Sender`: the producer's I/O loop. It asks the accumulator which partitions are
+//! ready, groups their first batches by leader up to `max.request.size`, keeps at most
+//! `max.in.flight.requests.per.connection` requests per broker, and settles every record
+//! from the answers: success, a retry at the head of its queue (retriable errors, within
+//! `retries` and `delivery.timeout.ms`), a split (MESSAGE_TOO_LARGE), or a failure. With
+//! idempotence it owns the producer id, epoch and per-partition sequence numbers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, InitProducerIdRequest, ProduceRequest, ProduceResponse, ProducerId, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError as E;
+use tokio::sync::Semaphore;
+
+use crate::cluster::Cluster;
+use crate::config::{Acks, ProducerConfig};
+use crate::error::{ClientError, Result};
+use crate::producer::accumulator::{Accumulator, ProducerBatch, TopicPartition};
+
+const PRODUCE_VERSIONS: (i16, i16) = (3, 9);
+const INIT_PRODUCER_ID_VERSIONS: (i16, i16) = (0, 4);
+
+/// Producer id and sequences (the idempotent part of Kafka's `TransactionManager`).
+#[derive(Debug, Default)]
+struct Idempotence {
+    producer_id: i64,
+    epoch: i16,
+    next_sequence: HashMap<TopicPartition, i32>,
+}
+
+pub(crate) struct Sender {
+    pub cfg: ProducerConfig,
+    pub cluster: Arc<Cluster>,
+    pub acc: Arc<Accumulator>,
+    idempotence: Mutex<Option<Idempotence>>,
+    in_flight: Mutex<HashMap<i32, Arc<Semaphore>>>,
+    /// Requests sent and not answered (for flush and close).
+    outstanding: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Sender {
+    pub fn new(cfg: ProducerConfig, cluster: Arc<Cluster>, acc: Arc<Accumulator>) -> Arc<Self> {
+        Arc::new(Sender {
+            cfg,
+            cluster,
+            acc,
+            idempotence: Mutex::new(None),
+            in_flight: Mutex::new(HashMap::new()),
+            outstanding: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        })
+    }
+
+    async fn init_producer_id(&self) -> Result<()> {
+        if !self.cfg.enable_idempotence
+            || self
+                .idempotence
+                .lock()
+                .map(|i| i.is_some())
+                .unwrap_or(false)
+        {
+            return Ok(());
+        }
+        let conn = self.cluster.any().await?;
+        let v = conn.version_for(ApiKey::InitProducerId, INIT_PRODUCER_ID_VERSIONS)?;
+        let mut req = InitProducerIdRequest::default();
+        // The generated default is an empty string; a null id is what says "idempotent only".
+        req.transactional_id = None;
+        req.transaction_timeout_ms = 60_000;
+        req.producer_id = ProducerId(-1);
+        req.producer_epoch = -1;
+        let resp = conn.request(&req, v).await?;
+        if resp.error_code != 0 {
+            return Err(ClientError::kafka(
+                resp.error_code,
+                Some("InitProducerId".into()),
+            ));
+        }
+        if let Ok(mut i) = self.idempotence.lock() {
+            *i = Some(Idempotence {
+                producer_id: resp.producer_id.0,
+                epoch: resp.producer_epoch,
+                next_sequence: HashMap::new(),
+            });
+        }
+        tracing::debug!(
+            producer_id = resp.producer_id.0,
+            epoch = resp.producer_epoch,
+            "idempotent producer initialised"
+        );
+        Ok(())
+    }
+
+    fn semaphore(&self, node: i32) -> Arc<Semaphore> {
+        let mut m = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        m.entry(node)
+            .or_insert_with(|| Arc::new(Semaphore::new(self.cfg.max_in_flight)))
+            .clone()
+    }
+
+    pub fn outstanding(&self) -> usize {
+        self.outstanding.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The I/O loop; returns once the producer is closing and everything is settled.
+    pub async fn run(self: Arc<Self>) {
+        let mut metadata_due = false;
+        loop {
+            if let Err(e) = self.init_producer_id().await {
+                tracing::warn!("InitProducerId failed ({e}); retrying");
+                if self.acc.is_closing() && self.acc.incomplete() == 0 {
+                    return;
+                }
+                tokio::time::sleep(self.cfg.retry_backoff.max(Duration::from_millis(50))).await;
+                continue;
+            }
+            let now = Instant::now();
+            self.acc.expire(now);
+            if metadata_due {
+                let _ = self.cluster.refresh(None, false).await;
+                metadata_due = false;
+            }
+            let ready = self.acc.ready(now);
+            // Group ready partitions by leader.
+            let meta = self.cluster.metadata();
+            let mut by_node: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
+            for tp in ready.partitions {
+                let leader = meta
+                    .topics
+                    .get(&*tp.topic)
+                    .and_then(|t| t.partitions.get(tp.partition as usize))
+                    .map_or(-1, |p| p.leader);
+                if leader < 0 {
+                    metadata_due = true;
+                    continue;
+                }
+                by_node.entry(leader).or_default().push(tp);
+            }
+            let mut sent_any = false;
+            for (node, partitions) in by_node {
+                let sem = self.semaphore(node);
+                let Ok(permit) = sem.clone().try_acquire_owned() else {
+                    continue;
+                };
+                let batches = self.drain(&partitions);
+                if batches.is_empty() {
+                    continue;
+                }
+                sent_any = true;
+                let me = self.clone();
+                self.outstanding
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    me.send_batches(node, batches).await;
+                    drop(permit);
+                    me.outstanding
+                        .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    me.acc.wake_sender.notify_one();
+                });
+            }
+            if self.acc.is_closing() && self.acc.incomplete() == 0 && self.outstanding() == 0 {
+                return;
+            }
+            if sent_any {
+                tokio::task::yield_now().await;
+                continue;
+            }
+            let wait = match ready.next_check {
+                Some(at) => at.saturating_duration_since(Instant::now()),
+                None => Duration::from_millis(100),
+            };
+            let wait = if metadata_due {
+                wait.min(self.cfg.retry_backoff)
+            } else {
+                wait
+            };
+            let _ = tokio::time::timeout(
+                wait.max(Duration::from_micros(200)),
+                self.acc.wake_sender.notified(),
+            )
+            .await;
+        }
+    }
+
+    /// Takes the first batch of each partition for one request, up to `max.request.size`.
+    fn drain(&self, partitions: &[TopicPartition]) -> Vec<ProducerBatch> {
+        let mut out = Vec::new();
+        let mut size = 0usize;
+        // Rotate the starting partition so that no partition starves.
+        let start = fastrand::usize(..partitions.len().max(1));
+        let mut ids = self.idempotence.lock().unwrap_or_else(|e| e.into_inner());
+        for i in 0..partitions.len() {
+            let tp = &partitions[(start + i) % partitions.len()];
+            let budget = self.cfg.max_request_size.saturating_sub(size);
+            let mut assign = |tp: &TopicPartition, records: usize| -> Option<(i64, i16, i32)> {
+                let id = ids.as_mut()?;
+                let seq = id.next_sequence.entry(tp.clone()).or_insert(0);
+                let first = *seq;
+                *seq = ((*seq as i64 + records as i64) % (i32::MAX as i64 + 1)) as i32;
+                Some((id.producer_id, id.epoch, first))
+            };
+            if let Some(b) = self.acc.take(tp, budget, out.is_empty(), &mut assign) {
+                size += b.estimated_size();
+                out.push(b);
+            }
+        }
+        out
+    }
+
+    async fn send_batches(&self, node: i32, batches: Vec<ProducerBatch>) {
+        let request = self.build_request(&batches);
+        let result = self.produce(node, request).await;
+        let now = Instant::now();
+        match result {
+            Err(e) => {
+                // The whole request failed (connection, timeout): every batch may retry.
+                for b in batches {
+                    self.settle(b, Err(e.clone()), now);
+                }
+            }
+            Ok(None) => {
+                // acks=0: done as soon as it is written.
+                for b in batches {
+                    self.settle(b, Ok((-1, -1)), now);
+                }
+            }
+            Ok(Some(resp)) => {
+                // (topic, partition) -> (error, base offset, log append time, message)
+                type Answer = (i16, i64, i64, Option<String>);
+                let mut answers: HashMap<(String, i32), Answer> = HashMap::new();
+                for t in &resp.responses {
+                    for p in &t.partition_responses {
+                        answers.insert(
+                            (t.name.to_string(), p.index),
+                            (
+                                p.error_code,
+                                p.base_offset,
+                                p.log_append_time_ms,
+                                p.error_message.as_ref().map(|m| m.to_string()),
+                            ),
+                        );
+                    }
+                }
+                for b in batches {
+                    match answers.remove(&(b.tp.topic.to_string(), b.tp.partition)) {
+                        Some((0, base, append_time, _)) => {
+                            self.settle(b, Ok((base, append_time)), now)
+                        }
+                        Some((code, base, append_time, _))
+                            if code == E::DuplicateSequenceNumber.code() =>
+                        {
+                            self.settle(b, Ok((base, append_time)), now)
+                        }
+                        Some((code, _, _, msg)) => {
+                            self.settle(b, Err(ClientError::kafka(code, msg)), now)
+                        }
+                        None => self.settle(
+                            b,
+                            Err(ClientError::Protocol(
+                                "the response left out a partition".into(),
+                            )),
+                            now,
+                        ),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The Produce request for `batches` (their bytes, as built).
+    fn build_request(&self, batches: &[ProducerBatch]) -> ProduceRequest {
+        let mut topics: BTreeMap<String, Vec<PartitionProduceData>> = BTreeMap::new();
+        for b in batches {
+            let mut pd = PartitionProduceData::default();
+            pd.index = b.tp.partition;
+            pd.records = b.bytes.as_ref().map(|bytes| Bytes::copy_from_slice(bytes));
+            topics.entry(b.tp.topic.to_string()).or_default().push(pd);
+        }
+        let mut req = ProduceRequest::default();
+        req.acks = self.cfg.acks.wire();
+        req.timeout_ms = self
+            .cfg
+            .cluster
+            .request_timeout
+            .as_millis()
+            .min(i32::MAX as u128) as i32;
+        req.topic_data = topics
+            .into_iter()
+            .map(|(name, parts)| {
+                let mut t = TopicProduceData::default();
+                t.name = TopicName(StrBytes::from_string(name));
+                t.partition_data = parts;
+                t
+            })
+            .collect();
+        req
+    }
+
+    async fn produce(&self, node: i32, req: ProduceRequest) -> Result<Option<ProduceResponse>> {
+        let conn = self.cluster.node(node).await?;
+        let v = conn.version_for(ApiKey::Produce, PRODUCE_VERSIONS)?;
+        if self.cfg.acks == Acks::None {
+            conn.send_oneway(&req, v).await?;
+            return Ok(None);
+        }
+        conn.request(&req, v).await.map(Some)
+    }
+
+    /// Decides what becomes of one batch after an answer (or a failed request).
+    fn settle(&self, batch: ProducerBatch, outcome: Result<(i64, i64)>, now: Instant) {
+        let records = batch.record_count();
+        match outcome {
+            Ok((base, append_time)) => {
+                batch.complete(base, append_time, &self.acc.pool);
+                self.acc.done(records);
+            }
+            Err(e) => {
+                if e.needs_metadata_refresh() {
+                    let cluster = self.cluster.clone();
+                    tokio::spawn(async move {
+                        let _ = cluster.refresh(None, false).await;
+                    });
+                }
+                let expired = now.duration_since(batch.created) >= self.cfg.delivery_timeout;
+                if e.code() == Some(E::MessageTooLarge.code()) && records > 1 && !expired {
+                    let n = self.acc.split_and_reenqueue(batch);
+                    tracing::debug!(pieces = n, "a batch was too large for the broker: split");
+                    return;
+                }
+                // An out-of-order sequence is expected while an earlier batch of the same
+                // partition is being retried: this one goes back behind it.
+                let retriable =
+                    e.is_retriable() || e.code() == Some(E::OutOfOrderSequenceNumber.code());
+                if retriable && batch.attempts < self.cfg.retries && !expired {
+                    self.acc.reenqueue(batch, now);
+                } else {
+                    batch.fail(e, &self.acc.pool);
+                    self.acc.done(records);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! The producer against a real broker: every record acknowledged lands exactly once, in
+//! order per partition, keys on murmur2's partition, in every codec; backpressure and an
+//! unreachable broker end in clear errors within max.block.ms.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use weir_client::partitioner::partition_for_key;
+use weir_client::{ClientError, Producer, ProducerRecord};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acknowledged_record_lands_once_in_order_in_every_codec() {
+    let mut b = common::broker(&[("num.partitions", "3")]).await;
+    for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+        let topic = format!("p-{codec}");
+        let p = Producer::from_properties([
+            ("bootstrap.servers", b.bootstrap.as_str()),
+            ("compression.type", codec),
+            ("linger.ms", "2"),
+        ])
+        .unwrap();
+        let mut futures = Vec::new();
+        for i in 0..3000 {
+            let rec = ProducerRecord::new(&topic)
+                .key(format!("key-{}", i % 50))
+                .value(format!("{codec}-{i}"))
+                .header("n", Some(i.to_string()));
+            futures.push(p.send(rec).await.unwrap());
+        }
+        let mut acked = Vec::new();
+        for f in futures {
+            acked.push(f.await.unwrap());
+        }
+        p.close(Duration::from_secs(5)).await.unwrap();
+        // Each key on murmur2's partition; offsets as acknowledged; order kept per partition.
+        for (i, m) in acked.iter().enumerate() {
+            let key = format!("key-{}", i % 50);
+            assert_eq!(
+                m.partition as usize,
+                partition_for_key(key.as_bytes(), 3),
+                "record {i}"
+            );
+        }
+        let mut total = 0;
+        for part in 0..3 {
+            let stored = b.records(&topic, part);
+            total += stored.len();
+            let offsets: Vec<i64> = stored.iter().map(|r| r.0).collect();
+            assert_eq!(
+                offsets,
+                (0..stored.len() as i64).collect::<Vec<_>>(),
+                "no gaps, no duplicates"
+            );
+            let mine: Vec<&weir_client::RecordMetadata> =
+                acked.iter().filter(|m| m.partition == part).collect();
+            assert_eq!(mine.len(), stored.len());
+            let mut last = -1;
+            for m in mine {
+                assert!(m.offset > last, "acknowledged in order");
+                last = m.offset;
+                let (_, _, value) = &stored[m.offset as usize];
+                let i = acked.iter().position(|x| x == m).unwrap();
+                assert_eq!(value.as_deref(), Some(format!("{codec}-{i}").as_bytes()));
+            }
+        }
+        assert_eq!(total, 3000, "{codec}");
+    }
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unkeyed_records_stick_to_a_partition_per_batch_and_spread() {
+    let mut b = common::broker(&[("num.partitions", "4")]).await;
+    let p = Producer::from_properties([
+        ("bootstrap.servers", b.bootstrap.as_str()),
+        ("batch.size", "2000"),
+        ("linger.ms", "0"),
+    ])
+    .unwrap();
+    let mut futures = Vec::new();
+    for i in 0..4000 {
+        futures.push(
+            p.send(ProducerRecord::new("sticky").value(format!("v{i:06}-padding-padding")))
+                .await
+                .unwrap(),
+        );
+    }
+    let mut per = [0usize; 4];
+    let mut switches = 0;
+    let mut last = -1;
+    for f in futures {
+        let m = f.await.unwrap();
+        per[m.partition as usize] += 1;
+        if m.partition != last {
+            switches += 1;
+            last = m.partition;
+        }
+    }
+    assert!(
+        per.iter().all(|n| *n > 300),
+        "spread over partitions: {per:?}"
+    );
+    assert!(
+        switches < 400,
+        "records stick for a batch at a time: {switches} switches"
+    );
+    p.close(Duration::from_secs(5)).await.unwrap();
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_broker_means_a_clear_error_within_max_block_ms() {
+    let p = Producer::from_properties([
+        ("bootstrap.servers", "127.0.0.1:1"),
+        ("max.block.ms", "500"),
+    ])
+    .unwrap();
+    let start = Instant::now();
+    let err = match p.send(ProducerRecord::new("t").value("x")).await {
+        Err(e) => e,
+        Ok(_) => panic!("sent without a broker"),
+    };
+    assert!(start.elapsed() < Duration::from_secs(3));
+    assert!(
+        matches!(
+            err,
+            ClientError::Connection { .. } | ClientError::Timeout { .. }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("max.block.ms"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_too_large_for_the_topic_fails_and_others_still_go() {
+    let mut b = common::broker(&[("message.max.bytes", "2000")]).await;
+    let p = Producer::from_properties([
+        ("bootstrap.servers", b.bootstrap.as_str()),
+        ("linger.ms", "0"),
+    ])
+    .unwrap();
+    let big = p
+        .send(ProducerRecord::new("limits").value(vec![b'x'; 5000]))
+        .await
+        .unwrap();
+    let err = big.await.unwrap_err();
+    assert_eq!(err.code(), Some(10), "MESSAGE_TOO_LARGE: {err}");
+    let ok = p
+        .send_and_wait(ProducerRecord::new("limits").value("fits"))
+        .await
+        .unwrap();
+    assert_eq!(ok.offset, 0);
+    let local = p
+        .send(ProducerRecord::new("limits").value(vec![b'x'; 2 << 20]))
+        .await;
+    assert!(matches!(
+        local,
+        Err(ClientError::RecordTooLarge {
+            setting: "max.request.size",
+            ..
+        })
+    ));
+    b.stop().await;
+}
