@@ -180,7 +180,7 @@ impl ProducerConfig {
         let codec_name = p.string("compression.type", "none");
         let codec: Compression = codec_name
             .parse()
-            .map_err(|e: String| ClientError::Config(e))?;
+            .map_err(|e: String| bad("compression.type", &codec_name, &e))?;
         let level_key = match codec {
             Compression::Gzip => Some("compression.gzip.level"),
             Compression::Lz4 => Some("compression.lz4.level"),

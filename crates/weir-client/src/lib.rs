@@ -6,8 +6,10 @@
 //!
 //! - [`conn`]: one broker connection (framing, version negotiation, pipelining).
 //! - [`cluster`]: metadata, leaders, coordinators, connections.
+//! - [`producer`], [`admin`]: the clients.
 //! - [`partitioner`]: murmur2 as the Java client computes it, and KIP-794's sticky choice.
 
+pub mod admin;
 pub mod cluster;
 pub mod config;
 pub mod conn;

@@ -163,3 +163,47 @@ async fn a_record_too_large_for_the_topic_fails_and_others_still_go() {
     ));
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_the_broker_finds_too_large_is_split_so_only_the_big_record_fails() {
+    let mut b = common::broker(&[("message.max.bytes", "300")]).await;
+    for idempotent in ["true", "false"] {
+        let topic = format!("split-{idempotent}");
+        let p = Producer::from_properties([
+            ("bootstrap.servers", b.bootstrap.as_str()),
+            ("linger.ms", "100"),
+            ("enable.idempotence", idempotent),
+        ])
+        .unwrap();
+        // One lingering batch: small, big, small.
+        let start = Instant::now();
+        let first = p
+            .send(ProducerRecord::new(&topic).value("a"))
+            .await
+            .unwrap();
+        let big = p
+            .send(ProducerRecord::new(&topic).value(vec![b'x'; 600]))
+            .await
+            .unwrap();
+        let last = p
+            .send(ProducerRecord::new(&topic).value("c"))
+            .await
+            .unwrap();
+        assert_eq!(first.await.unwrap().offset, 0);
+        assert_eq!(big.await.unwrap_err().code(), Some(10), "MESSAGE_TOO_LARGE");
+        assert_eq!(last.await.unwrap().offset, 1);
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            start.elapsed()
+        );
+        p.close(Duration::from_secs(5)).await.unwrap();
+        let stored: Vec<_> = b
+            .records(&topic, 0)
+            .into_iter()
+            .map(|r| r.2.unwrap())
+            .collect();
+        assert_eq!(stored, vec![b"a".to_vec(), b"c".to_vec()]);
+    }
+    b.stop().await;
+}

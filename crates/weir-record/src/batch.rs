@@ -459,6 +459,16 @@ impl<'a> RecordBatchMut<'a> {
             .copy_from_slice(&max_timestamp.to_be_bytes());
         self.update_crc();
     }
+    /// Sets the producer id, epoch and base sequence and rewrites the CRC: what an
+    /// idempotent producer does to a queued batch after bumping its epoch (Kafka's
+    /// `reopenAndRewriteProducerState`).
+    pub fn set_producer_state(&mut self, producer_id: i64, epoch: i16, base_sequence: i32) {
+        self.buf[PRODUCER_ID_AT..PRODUCER_ID_AT + 8].copy_from_slice(&producer_id.to_be_bytes());
+        self.buf[PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2].copy_from_slice(&epoch.to_be_bytes());
+        self.buf[BASE_SEQUENCE_AT..BASE_SEQUENCE_AT + 4]
+            .copy_from_slice(&base_sequence.to_be_bytes());
+        self.update_crc();
+    }
     /// Recomputes and stores the CRC.
     pub fn update_crc(&mut self) {
         let crc = crc32c(&self.buf[ATTRIBUTES_AT..]);

@@ -197,6 +197,17 @@ fn in_place_fixups_keep_the_batch_valid() {
         vec![5555; 3],
         "LogAppendTime gives every record the append time"
     );
+    {
+        let mut m = RecordBatchMut::parse(&mut bytes).unwrap();
+        m.set_producer_state(77, 4, 1_000);
+    }
+    let b = RecordBatch::parse(&bytes).unwrap();
+    assert!(b.is_crc_valid(), "the producer fields are inside the CRC");
+    assert_eq!(
+        (b.producer_id(), b.producer_epoch(), b.base_sequence()),
+        (77, 4, 1_000)
+    );
+    assert_eq!(b.records(LIMIT).unwrap().iter().count(), 3);
 }
 
 #[test]

@@ -1,9 +1,13 @@
 //! `weir`: one binary for the broker, the clients and the tools. This file only parses
 //! arguments and hands each subcommand to its module; the work lives in the libraries.
 
+mod cli;
 mod dump_log;
+mod groups;
 mod json;
+mod produce;
 mod serve;
+mod topics;
 
 use std::process::ExitCode;
 
@@ -28,6 +32,12 @@ enum Command {
     /// Print the batches, records and index entries of Kafka log files as JSON Lines
     /// (Weir's kafka-dump-log).
     DumpLog(dump_log::Args),
+    /// Send one record per line of stdin to a topic; exits 0 once all are acknowledged.
+    Produce(produce::Args),
+    /// Create, delete, list, describe and alter topics.
+    Topics(topics::Args),
+    /// List, describe and delete consumer groups, and reset their offsets.
+    Groups(groups::Args),
 }
 
 fn main() -> ExitCode {
@@ -35,5 +45,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::DumpLog(args) => dump_log::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Produce(args) => produce::run(args),
+        Command::Topics(args) => topics::run(args),
+        Command::Groups(args) => groups::run(args),
     }
 }

@@ -135,6 +135,14 @@ pub struct AccumulatorConfig {
     pub retry_backoff_max: Duration,
 }
 
+/// What `expire` removed: how many batches, and whether any had a sequence number (a
+/// gap the idempotent producer must close).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Expired {
+    pub batches: usize,
+    pub sequenced: bool,
+}
+
 /// What `ready` found.
 #[derive(Debug, Default)]
 pub(crate) struct ReadyCheck {
@@ -363,9 +371,25 @@ impl Accumulator {
         }
         let mut batch = dq.pop_front()?;
         drop(q);
+        let records = batch.record_count();
+        if let (Some(bytes), None) = (batch.bytes.as_mut(), batch.producer) {
+            // Built before an epoch bump cleared its producer state: new id, epoch and
+            // sequence, written into the header (the CRC with them).
+            if let Some((pid, epoch, seq)) = producer(tp, records) {
+                if let Ok(mut m) = weir_record::RecordBatchMut::parse(bytes) {
+                    m.set_producer_state(pid, epoch, seq);
+                    batch.producer = Some((pid, epoch, seq));
+                }
+            }
+        }
         if batch.bytes.is_none() {
             if let Some(mut builder) = batch.builder.take() {
-                if let Some((pid, epoch, seq)) = producer(tp, batch.record_count()) {
+                // A split piece already carries its sequence; a fresh batch gets the next.
+                let fields = match batch.producer {
+                    Some(kept) => Some(kept),
+                    None => producer(tp, batch.record_count()),
+                };
+                if let Some((pid, epoch, seq)) = fields {
                     builder.set_producer_state(pid, epoch, seq);
                     batch.producer = Some((pid, epoch, seq));
                 }
@@ -425,7 +449,7 @@ impl Accumulator {
     }
 
     /// Fails and removes batches older than `delivery.timeout.ms` that are still queued.
-    pub fn expire(&self, now: Instant) -> usize {
+    pub fn expire(&self, now: Instant) -> Expired {
         let mut expired = Vec::new();
         {
             let mut q = self.queues();
@@ -438,7 +462,10 @@ impl Accumulator {
                 }
             }
         }
-        let n = expired.len();
+        let out = Expired {
+            batches: expired.len(),
+            sequenced: expired.iter().any(|b| b.producer.is_some()),
+        };
         for b in expired {
             let ms = self.cfg.delivery_timeout.as_millis() as u64;
             let msg = format!(
@@ -450,7 +477,17 @@ impl Accumulator {
             self.done(b.record_count());
             b.fail(ClientError::Timeout { what: msg, ms }, &self.pool);
         }
-        n
+        out
+    }
+
+    /// Forgets the producer id, epoch and sequence of every queued batch, after an epoch
+    /// bump: each gets new ones (its header rewritten) when it is next drained.
+    pub fn clear_producer_state(&self) {
+        for dq in self.queues().values_mut() {
+            for b in dq.iter_mut() {
+                b.producer = None;
+            }
+        }
     }
 
     /// Notes that `records` records were completed (acked or failed).
@@ -490,21 +527,37 @@ impl Accumulator {
         }
     }
 
-    /// Splits a batch the broker refused as too large into batches of at most `batch.size`
-    /// (one record each if it comes to that) and queues them in its place.
-    pub fn split_and_reenqueue(&self, batch: ProducerBatch) -> usize {
-        let Some(bytes) = batch.bytes.as_ref() else {
-            return 0;
+    /// Splits a batch the broker refused as too large into smaller batches (one record
+    /// each if it comes to that) and queues them in its place. The pieces keep
+    /// the original's producer id and epoch and number their sequences on from its base
+    /// sequence, so batches sent after it stay valid (as Kafka's `ProducerBatch.split`).
+    /// A batch that cannot be split comes back to be failed.
+    pub fn split_and_reenqueue(&self, batch: ProducerBatch) -> Result<usize, Box<ProducerBatch>> {
+        let records = match batch
+            .bytes
+            .as_ref()
+            .map(|b| weir_record::RecordBatch::parse(b))
+        {
+            Some(Ok(parsed)) => match parsed.records(weir_record::DEFAULT_MAX_DECOMPRESSED_BYTES) {
+                Ok(r) => r,
+                Err(_) => return Err(Box::new(batch)),
+            },
+            _ => return Err(Box::new(batch)),
         };
-        let Ok(parsed) = weir_record::RecordBatch::parse(bytes) else {
-            return 0;
+        let owned: Vec<_> = match records.iter().collect::<std::result::Result<Vec<_>, _>>() {
+            Ok(v) if v.len() == batch.thunks.len() => v,
+            _ => return Err(Box::new(batch)),
         };
-        let Ok(records) = parsed.records(weir_record::DEFAULT_MAX_DECOMPRESSED_BYTES) else {
-            return 0;
-        };
+        // Pieces of at most half the refused batch (and never above batch.size): Kafka
+        // splits to batch.size alone, which loops forever when the topic's
+        // max.message.bytes is below batch.size (KAFKA-8350); halving always makes
+        // progress, down to the one record that cannot fit.
+        let refused = batch.bytes.as_ref().map_or(0, Vec::len);
+        let target = self.cfg.batch_size.min((refused / 2).max(1));
         let mut pieces: Vec<ProducerBatch> = Vec::new();
         let mut thunks = batch.thunks.into_iter();
-        for r in records.iter().flatten() {
+        let mut next_sequence = batch.producer.map(|p| p.2);
+        for r in &owned {
             let headers: Vec<Header<'_>> = r.headers.iter().collect();
             let needs_new = match pieces.last_mut().and_then(|p| p.builder.as_mut()) {
                 Some(b) => !b.has_room_for(r.timestamp, r.key, r.value, &headers),
@@ -513,18 +566,17 @@ impl Accumulator {
             if needs_new {
                 pieces.push(ProducerBatch {
                     tp: batch.tp.clone(),
-                    builder: Some(BatchBuilder::new(
-                        self.cfg.compression,
-                        0,
-                        self.cfg.batch_size,
-                    )),
+                    builder: Some(BatchBuilder::new(self.cfg.compression, 0, target)),
                     bytes: None,
                     pooled: 0,
                     thunks: Vec::new(),
                     created: batch.created,
                     attempts: batch.attempts,
                     retry_at: None,
-                    producer: None,
+                    producer: batch
+                        .producer
+                        .zip(next_sequence)
+                        .map(|((id, epoch, _), seq)| (id, epoch, seq)),
                     full: false,
                     uncompressed_size: 0,
                 });
@@ -533,19 +585,30 @@ impl Accumulator {
             if let Some(b) = piece.builder.as_mut() {
                 let _ = b.append(r.timestamp, r.key, r.value, &headers);
             }
-            if let Some(t) = thunks.next() {
-                piece.thunks.push(t);
-            }
+            piece.thunks.extend(thunks.next());
+            next_sequence = next_sequence.map(|s| s.wrapping_add(1) & i32::MAX);
         }
         let n = pieces.len();
         // The original's pool memory goes back; the pieces are small and unpooled.
         self.pool.deallocate_bytes(batch.pooled);
+        drop(batch.builder);
         let mut q = self.queues();
         let dq = q.entry(batch.tp.clone()).or_default();
+        // Ahead of everything not yet sent, in sequence order among retried batches.
+        let first_seq = pieces.first().and_then(|p| p.producer).map(|p| p.2);
+        let pos = dq
+            .iter()
+            .position(|b| match (first_seq, b.producer) {
+                (Some(s), Some(other)) => other.2 > s,
+                _ => true,
+            })
+            .unwrap_or(dq.len());
         for (i, p) in pieces.into_iter().enumerate() {
-            dq.insert(i, p);
+            dq.insert(pos + i, p);
         }
-        n
+        drop(q);
+        self.wake_sender.notify_one();
+        Ok(n)
     }
 }
 
@@ -604,6 +667,58 @@ mod tests {
 
     fn no_producer(_: &TopicPartition, _: usize) -> Option<(i64, i16, i32)> {
         None
+    }
+
+    #[tokio::test]
+    async fn a_refused_batch_splits_into_pieces_that_keep_its_sequences() {
+        // Three 200-byte records fit one 1024-byte batch; a broker that refuses it gets
+        // them back in pieces that carry sequences 7, 8, 9 — the numbers the broker waits
+        // for — ahead of the batch queued after them.
+        let a = acc(1024, 1 << 20, 0);
+        let mut rxs = Vec::new();
+        for _ in 0..3 {
+            rxs.push(add(&a, 0, &[b'v'; 200]).await);
+        }
+        let mut next = 7;
+        let mut assign = |_: &TopicPartition, n: usize| {
+            let first = next;
+            next += n as i32;
+            Some((42i64, 3i16, first))
+        };
+        let big = a.take(&tp(0), usize::MAX, true, &mut assign).unwrap();
+        assert_eq!(big.producer, Some((42, 3, 7)));
+        rxs.push(add(&a, 0, b"later").await);
+        // Pieces of at most 300 bytes: one record each.
+        let small = Accumulator {
+            cfg: AccumulatorConfig {
+                batch_size: 300,
+                ..a.cfg.clone()
+            },
+            ..a
+        };
+        assert_eq!(small.split_and_reenqueue(big).ok(), Some(3));
+        let mut seqs = Vec::new();
+        while let Some(b) = small.take(&tp(0), usize::MAX, true, &mut assign) {
+            assert_eq!(b.record_count(), 1);
+            seqs.push(b.producer.unwrap());
+        }
+        assert_eq!(seqs, vec![(42, 3, 7), (42, 3, 8), (42, 3, 9), (42, 3, 10)]);
+        // A batch whose bytes cannot be read comes back to be failed, not dropped.
+        small
+            .append(
+                &tp(1),
+                1,
+                None,
+                Some(b"x"),
+                &[],
+                notifier().0,
+                Duration::from_millis(10),
+            )
+            .await
+            .unwrap();
+        let mut unsent = small.queues().get_mut(&tp(1)).unwrap().pop_front().unwrap();
+        unsent.bytes = Some(vec![1, 2, 3]);
+        assert!(small.split_and_reenqueue(unsent).is_err());
     }
 
     #[tokio::test]
@@ -730,8 +845,9 @@ mod tests {
     async fn queued_batches_expire_after_delivery_timeout() {
         let a = acc(1024, 1 << 20, 60_000);
         let rx = add(&a, 0, b"late").await;
-        assert_eq!(a.expire(Instant::now()), 0);
-        assert_eq!(a.expire(Instant::now() + Duration::from_millis(1001)), 1);
+        assert_eq!(a.expire(Instant::now()).batches, 0);
+        let gone = a.expire(Instant::now() + Duration::from_millis(1001));
+        assert_eq!((gone.batches, gone.sequenced), (1, false));
         assert!(matches!(
             rx.await.unwrap(),
             Err(ClientError::Timeout { .. })

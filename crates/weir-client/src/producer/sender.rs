@@ -31,7 +31,15 @@ const INIT_PRODUCER_ID_VERSIONS: (i16, i16) = (0, 4);
 struct Idempotence {
     producer_id: i64,
     epoch: i16,
+    /// The sequence the next new batch of a partition gets.
     next_sequence: HashMap<TopicPartition, i32>,
+    /// The sequence after the last one the broker acknowledged, per partition: a batch
+    /// starting there that still gets OUT_OF_ORDER_SEQUENCE means the broker lost our
+    /// state (Kafka's `isNextSequence` test).
+    acked_through: HashMap<TopicPartition, i32>,
+    /// A sequenced batch failed for good, or the broker forgot us: the sequences have a
+    /// gap that only a new epoch closes (KIP-360).
+    bump_required: bool,
 }
 
 pub(crate) struct Sender {
@@ -66,14 +74,32 @@ impl Sender {
         {
             return Ok(());
         }
+        let (producer_id, epoch) = self.request_producer_id(-1, -1).await?;
+        if let Ok(mut i) = self.idempotence.lock() {
+            *i = Some(Idempotence {
+                producer_id,
+                epoch,
+                next_sequence: HashMap::new(),
+                acked_through: HashMap::new(),
+                bump_required: false,
+            });
+        }
+        tracing::debug!(producer_id, epoch, "idempotent producer initialised");
+        Ok(())
+    }
+
+    /// InitProducerId: a new producer id for (-1, -1), or the next epoch of a known one
+    /// (brokers from v3 on; older ones give a new id, which does as well).
+    async fn request_producer_id(&self, producer_id: i64, epoch: i16) -> Result<(i64, i16)> {
         let conn = self.cluster.any().await?;
         let v = conn.version_for(ApiKey::InitProducerId, INIT_PRODUCER_ID_VERSIONS)?;
         let mut req = InitProducerIdRequest::default();
         // The generated default is an empty string; a null id is what says "idempotent only".
         req.transactional_id = None;
         req.transaction_timeout_ms = 60_000;
-        req.producer_id = ProducerId(-1);
-        req.producer_epoch = -1;
+        let bump = v >= 3 && producer_id >= 0;
+        req.producer_id = ProducerId(if bump { producer_id } else { -1 });
+        req.producer_epoch = if bump { epoch } else { -1 };
         let resp = conn.request(&req, v).await?;
         if resp.error_code != 0 {
             return Err(ClientError::kafka(
@@ -81,17 +107,73 @@ impl Sender {
                 Some("InitProducerId".into()),
             ));
         }
+        Ok((resp.producer_id.0, resp.producer_epoch))
+    }
+
+    /// Whether `batch` starts at the sequence after the last one acknowledged.
+    fn is_next_sequence(&self, batch: &ProducerBatch) -> bool {
+        let Some((pid, epoch, seq)) = batch.producer else {
+            return false;
+        };
+        self.idempotence
+            .lock()
+            .ok()
+            .and_then(|i| {
+                i.as_ref().map(|i| {
+                    i.producer_id == pid
+                        && i.epoch == epoch
+                        && i.acked_through.get(&batch.tp).copied().unwrap_or(0) == seq
+                })
+            })
+            .unwrap_or(false)
+    }
+
+    fn bump_required(&self) -> bool {
+        self.idempotence
+            .lock()
+            .map(|i| i.as_ref().is_some_and(|i| i.bump_required))
+            .unwrap_or(false)
+    }
+
+    fn require_bump(&self) {
+        if let Ok(mut i) = self.idempotence.lock() {
+            if let Some(i) = i.as_mut() {
+                i.bump_required = true;
+            }
+        }
+    }
+
+    /// Moves to a new epoch once nothing is in flight, and restarts every partition's
+    /// sequences at 0: queued batches are restamped when drained. A bump the broker
+    /// refuses (an epoch it fenced) falls back to a new producer id.
+    async fn bump_epoch(&self) -> Result<()> {
+        let Some((pid, epoch)) = self
+            .idempotence
+            .lock()
+            .ok()
+            .and_then(|i| i.as_ref().map(|i| (i.producer_id, i.epoch)))
+        else {
+            return Ok(());
+        };
+        let (new_pid, new_epoch) = match self.request_producer_id(pid, epoch).await {
+            Ok(ids) => ids,
+            Err(e) if !e.is_retriable() => self.request_producer_id(-1, -1).await?,
+            Err(e) => return Err(e),
+        };
+        self.acc.clear_producer_state();
         if let Ok(mut i) = self.idempotence.lock() {
             *i = Some(Idempotence {
-                producer_id: resp.producer_id.0,
-                epoch: resp.producer_epoch,
+                producer_id: new_pid,
+                epoch: new_epoch,
                 next_sequence: HashMap::new(),
+                acked_through: HashMap::new(),
+                bump_required: false,
             });
         }
-        tracing::debug!(
-            producer_id = resp.producer_id.0,
-            epoch = resp.producer_epoch,
-            "idempotent producer initialised"
+        tracing::info!(
+            producer_id = new_pid,
+            epoch = new_epoch,
+            "bumped the producer epoch to close a sequence gap"
         );
         Ok(())
     }
@@ -119,8 +201,27 @@ impl Sender {
                 tokio::time::sleep(self.cfg.retry_backoff.max(Duration::from_millis(50))).await;
                 continue;
             }
+            if self.bump_required() {
+                // Only once every request in flight is answered: their batches may come
+                // back to be restamped.
+                if self.outstanding() > 0 {
+                    let _ = tokio::time::timeout(
+                        Duration::from_millis(20),
+                        self.acc.wake_sender.notified(),
+                    )
+                    .await;
+                    continue;
+                }
+                if let Err(e) = self.bump_epoch().await {
+                    tracing::warn!("bumping the producer epoch failed ({e}); retrying");
+                    tokio::time::sleep(self.cfg.retry_backoff.max(Duration::from_millis(50))).await;
+                    continue;
+                }
+            }
             let now = Instant::now();
-            self.acc.expire(now);
+            if self.acc.expire(now).sequenced {
+                self.require_bump();
+            }
             if metadata_due {
                 let _ = self.cluster.refresh(None, false).await;
                 metadata_due = false;
@@ -316,6 +417,15 @@ impl Sender {
         let records = batch.record_count();
         match outcome {
             Ok((base, append_time)) => {
+                if let Some((_, _, seq)) = batch.producer {
+                    if let Ok(mut i) = self.idempotence.lock() {
+                        if let Some(i) = i.as_mut() {
+                            let next =
+                                ((seq as i64 + records as i64) % (i32::MAX as i64 + 1)) as i32;
+                            i.acked_through.insert(batch.tp.clone(), next);
+                        }
+                    }
+                }
                 batch.complete(base, append_time, &self.acc.pool);
                 self.acc.done(records);
             }
@@ -327,18 +437,39 @@ impl Sender {
                     });
                 }
                 let expired = now.duration_since(batch.created) >= self.cfg.delivery_timeout;
-                if e.code() == Some(E::MessageTooLarge.code()) && records > 1 && !expired {
-                    let n = self.acc.split_and_reenqueue(batch);
-                    tracing::debug!(pieces = n, "a batch was too large for the broker: split");
-                    return;
-                }
+                let batch =
+                    if e.code() == Some(E::MessageTooLarge.code()) && records > 1 && !expired {
+                        match self.acc.split_and_reenqueue(batch) {
+                            Ok(n) => {
+                                tracing::debug!(
+                                    pieces = n,
+                                    "a batch was too large for the broker: split"
+                                );
+                                return;
+                            }
+                            Err(unsplittable) => *unsplittable,
+                        }
+                    } else {
+                        batch
+                    };
                 // An out-of-order sequence is expected while an earlier batch of the same
-                // partition is being retried: this one goes back behind it.
-                let retriable =
-                    e.is_retriable() || e.code() == Some(E::OutOfOrderSequenceNumber.code());
+                // partition is being retried: this one goes back behind it. If it is the
+                // very sequence the broker should want next, the broker has lost our state
+                // (as with UNKNOWN_PRODUCER_ID): a new epoch restarts the sequences.
+                let out_of_order = e.code() == Some(E::OutOfOrderSequenceNumber.code());
+                let unknown_producer = e.code() == Some(E::UnknownProducerId.code());
+                if unknown_producer || (out_of_order && self.is_next_sequence(&batch)) {
+                    self.require_bump();
+                }
+                let retriable = e.is_retriable() || out_of_order || unknown_producer;
                 if retriable && batch.attempts < self.cfg.retries && !expired {
                     self.acc.reenqueue(batch, now);
                 } else {
+                    // A sequenced batch that will never be written leaves a gap that the
+                    // batches after it cannot cross without a new epoch.
+                    if batch.producer.is_some() {
+                        self.require_bump();
+                    }
                     batch.fail(e, &self.acc.pool);
                     self.acc.done(records);
                 }

@@ -1,0 +1,563 @@
+//! The client subcommands as scripts meet them: the `weir` binary against a started
+//! `weir serve`, checking exit codes, stdout and stderr — the contracts of `weir produce`,
+//! `weir topics` and `weir groups`.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    bootstrap: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    // A port that was free a moment ago; the broker fails loudly if it is taken since.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bootstrap = format!("127.0.0.1:{port}");
+    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", "--listen", &bootstrap, "--data-dir"])
+        .arg(dir.path().join("data"))
+        .args(["--override", "group.initial.rebalance.delay.ms=0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while std::net::TcpStream::connect(&bootstrap).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "weir serve did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Server {
+        child,
+        bootstrap,
+        _dir: dir,
+    }
+}
+
+fn weir(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[track_caller]
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_str(ok(out).trim()).unwrap()
+}
+
+#[test]
+fn produce_exits_zero_once_every_line_is_acknowledged() {
+    let s = serve();
+    let b = s.bootstrap.as_str();
+    ok(&weir(
+        &[
+            "topics",
+            "create",
+            "--bootstrap",
+            b,
+            "--topic",
+            "lines",
+            "--partitions",
+            "2",
+        ],
+        b"",
+    ));
+    let mut input = Vec::new();
+    for i in 0..5000 {
+        writeln!(input, "key-{}\tvalue {i}", i % 7).unwrap();
+    }
+    input.extend_from_slice(b"last\twithout newline");
+    for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+        let out = weir(
+            &[
+                "produce",
+                "--bootstrap",
+                b,
+                "--topic",
+                "lines",
+                "--key-separator",
+                "\t",
+                "--compression",
+                codec,
+                "--acks",
+                "all",
+            ],
+            &input,
+        );
+        ok(&out);
+        assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    }
+    // Every line of every run is in the log: the group reset shows both log ends.
+    let plan = json(&weir(
+        &[
+            "groups",
+            "reset-offsets",
+            "--bootstrap",
+            b,
+            "--group",
+            "count",
+            "--topic",
+            "lines",
+            "--to-latest",
+            "--json",
+        ],
+        b"",
+    ));
+    let total: i64 = plan
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["new_offset"].as_i64().unwrap())
+        .sum();
+    assert_eq!(total, 5 * 5001);
+}
+
+#[test]
+fn produce_fails_clearly() {
+    let s = serve();
+    let b = s.bootstrap.as_str();
+    let start = Instant::now();
+    let out = weir(
+        &[
+            "produce",
+            "--bootstrap",
+            "127.0.0.1:1",
+            "--topic",
+            "t",
+            "--property",
+            "max.block.ms=500",
+        ],
+        b"x\n",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(start.elapsed() < Duration::from_secs(10));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("max.block.ms") && err.contains("127.0.0.1:1"),
+        "{err}"
+    );
+
+    let out = weir(
+        &[
+            "produce",
+            "--bootstrap",
+            b,
+            "--topic",
+            "t",
+            "--key-separator",
+            ":",
+        ],
+        b"a:1\nno separator\n",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("line 2 has no key separator"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = weir(
+        &[
+            "produce",
+            "--bootstrap",
+            b,
+            "--topic",
+            "t",
+            "--compression",
+            "brotli",
+        ],
+        b"x\n",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("compression.type"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A record the topic refuses: the failure count and Kafka's error name.
+    ok(&weir(
+        &[
+            "topics",
+            "create",
+            "--bootstrap",
+            b,
+            "--topic",
+            "small",
+            "--config",
+            "max.message.bytes=200",
+        ],
+        b"",
+    ));
+    let mut input = b"fits\n".to_vec();
+    input.extend(std::iter::repeat_n(b'x', 1000));
+    input.push(b'\n');
+    let out = weir(
+        &[
+            "produce",
+            "--bootstrap",
+            b,
+            "--topic",
+            "small",
+            "--property",
+            "linger.ms=0",
+        ],
+        &input,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("1 of 2 records failed") && err.contains("MESSAGE_TOO_LARGE"),
+        "{err}"
+    );
+}
+
+#[test]
+fn topics_lifecycle_in_tables_and_json() {
+    let s = serve();
+    let b = s.bootstrap.as_str();
+    let out = weir(
+        &[
+            "topics",
+            "create",
+            "--bootstrap",
+            b,
+            "--topic",
+            "orders",
+            "--partitions",
+            "3",
+            "--config",
+            "cleanup.policy=compact",
+        ],
+        b"",
+    );
+    assert!(ok(&out).contains("Created topic 'orders'"));
+    let again = weir(
+        &["topics", "create", "--bootstrap", b, "--topic", "orders"],
+        b"",
+    );
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        text(&again.stderr).contains("TOPIC_ALREADY_EXISTS"),
+        "{}",
+        text(&again.stderr)
+    );
+    ok(&weir(
+        &[
+            "topics",
+            "create",
+            "--bootstrap",
+            b,
+            "--topic",
+            "orders",
+            "--if-not-exists",
+        ],
+        b"",
+    ));
+    let bad = weir(
+        &[
+            "topics",
+            "create",
+            "--bootstrap",
+            b,
+            "--topic",
+            "x",
+            "--config",
+            "retention.ms=soon",
+        ],
+        b"",
+    );
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        text(&bad.stderr).contains("INVALID_CONFIG"),
+        "{}",
+        text(&bad.stderr)
+    );
+
+    assert_eq!(
+        json(&weir(&["topics", "list", "--bootstrap", b, "--json"], b"")),
+        serde_json::json!(["orders"])
+    );
+    assert_eq!(
+        ok(&weir(&["topics", "list", "--bootstrap", b], b"")),
+        "orders\n"
+    );
+    let table = ok(&weir(
+        &["topics", "describe", "--bootstrap", b, "--topic", "orders"],
+        b"",
+    ));
+    assert!(
+        table.contains("Partitions: 3") && table.contains("cleanup.policy=compact"),
+        "{table}"
+    );
+    assert!(
+        table.contains("PARTITION  LEADER  REPLICAS  ISR"),
+        "{table}"
+    );
+
+    ok(&weir(
+        &[
+            "topics",
+            "alter",
+            "--bootstrap",
+            b,
+            "--topic",
+            "orders",
+            "--partitions",
+            "5",
+            "--config",
+            "retention.ms=60000",
+            "--delete-config",
+            "cleanup.policy",
+        ],
+        b"",
+    ));
+    let d = json(&weir(
+        &[
+            "topics",
+            "describe",
+            "--bootstrap",
+            b,
+            "--topic",
+            "orders",
+            "--json",
+        ],
+        b"",
+    ));
+    assert_eq!(d[0]["partitions"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        d[0]["configs"],
+        serde_json::json!({"retention.ms": "60000"})
+    );
+    let shrink = weir(
+        &[
+            "topics",
+            "alter",
+            "--bootstrap",
+            b,
+            "--topic",
+            "orders",
+            "--partitions",
+            "2",
+        ],
+        b"",
+    );
+    assert_eq!(shrink.status.code(), Some(1));
+    assert!(
+        text(&shrink.stderr).contains("INVALID_PARTITIONS"),
+        "{}",
+        text(&shrink.stderr)
+    );
+    let nothing = weir(
+        &["topics", "alter", "--bootstrap", b, "--topic", "orders"],
+        b"",
+    );
+    assert_eq!(nothing.status.code(), Some(2));
+
+    ok(&weir(
+        &["topics", "delete", "--bootstrap", b, "--topic", "orders"],
+        b"",
+    ));
+    let gone = weir(
+        &["topics", "delete", "--bootstrap", b, "--topic", "orders"],
+        b"",
+    );
+    assert_eq!(gone.status.code(), Some(1));
+    assert!(
+        text(&gone.stderr).contains("UNKNOWN_TOPIC_OR_PARTITION"),
+        "{}",
+        text(&gone.stderr)
+    );
+    ok(&weir(
+        &[
+            "topics",
+            "delete",
+            "--bootstrap",
+            b,
+            "--topic",
+            "orders",
+            "--if-exists",
+        ],
+        b"",
+    ));
+    assert_eq!(
+        json(&weir(&["topics", "list", "--bootstrap", b, "--json"], b"")),
+        serde_json::json!([])
+    );
+}
+
+#[test]
+fn groups_offsets_are_reset_described_and_deleted() {
+    let s = serve();
+    let b = s.bootstrap.as_str();
+    let lines: String = (0..100).map(|i| format!("{i}\n")).collect();
+    ok(&weir(
+        &[
+            "produce",
+            "--bootstrap",
+            b,
+            "--topic",
+            "events",
+            "--partition",
+            "0",
+        ],
+        lines.as_bytes(),
+    ));
+
+    // Without --execute nothing changes.
+    let plan = json(&weir(
+        &[
+            "groups",
+            "reset-offsets",
+            "--bootstrap",
+            b,
+            "--group",
+            "g",
+            "--topic",
+            "events",
+            "--to-offset",
+            "40",
+            "--json",
+        ],
+        b"",
+    ));
+    assert_eq!(
+        plan,
+        serde_json::json!([{"group": "g", "topic": "events", "partition": 0, "new_offset": 40}])
+    );
+    let missing = weir(
+        &["groups", "describe", "--bootstrap", b, "--group", "g"],
+        b"",
+    );
+    assert_eq!(missing.status.code(), Some(1));
+
+    ok(&weir(
+        &[
+            "groups",
+            "reset-offsets",
+            "--bootstrap",
+            b,
+            "--group",
+            "g",
+            "--topic",
+            "events:0",
+            "--to-offset",
+            "40",
+            "--execute",
+        ],
+        b"",
+    ));
+    ok(&weir(
+        &[
+            "groups",
+            "reset-offsets",
+            "--bootstrap",
+            b,
+            "--group",
+            "g",
+            "--all-topics",
+            "--shift-by",
+            "-15",
+            "--execute",
+        ],
+        b"",
+    ));
+    let d = json(&weir(
+        &[
+            "groups",
+            "describe",
+            "--bootstrap",
+            b,
+            "--group",
+            "g",
+            "--json",
+        ],
+        b"",
+    ));
+    assert_eq!(d["state"], "Empty");
+    assert_eq!(d["offsets"][0]["committed"], 25);
+    assert_eq!(d["offsets"][0]["log_end"], 100);
+    assert_eq!(d["offsets"][0]["lag"], 75);
+    let table = ok(&weir(
+        &["groups", "describe", "--bootstrap", b, "--group", "g"],
+        b"",
+    ));
+    assert!(
+        table.contains("events  0          25              100             75"),
+        "{table}"
+    );
+    // Past the log end is pulled back to it, as Kafka's tool does.
+    let past = json(&weir(
+        &[
+            "groups",
+            "reset-offsets",
+            "--bootstrap",
+            b,
+            "--group",
+            "g",
+            "--topic",
+            "events",
+            "--to-offset",
+            "1000",
+            "--json",
+        ],
+        b"",
+    ));
+    assert_eq!(past[0]["new_offset"], 100);
+
+    let listed = json(&weir(&["groups", "list", "--bootstrap", b, "--json"], b""));
+    assert_eq!(
+        listed,
+        serde_json::json!([{"group": "g", "state": "Empty", "protocol_type": ""}])
+    );
+    ok(&weir(
+        &["groups", "delete", "--bootstrap", b, "--group", "g"],
+        b"",
+    ));
+    let gone = weir(&["groups", "delete", "--bootstrap", b, "--group", "g"], b"");
+    assert_eq!(gone.status.code(), Some(1));
+    assert!(
+        text(&gone.stderr).contains("GROUP_ID_NOT_FOUND"),
+        "{}",
+        text(&gone.stderr)
+    );
+}
