@@ -180,6 +180,8 @@ def kafka_python_group(assignor_name):
     # One thread per member, each polling on its own, as applications run consumers.
     import threading
     seen, assigned, done = {}, {}, threading.Event()
+    split = {}  # the split as it stood when both members held their share
+    lock = threading.Lock()
 
     def member(i):
         c = KafkaConsumer(topic, **conf)
@@ -188,12 +190,18 @@ def kafka_python_group(assignor_name):
             for _, msgs in c.poll(500).items():
                 for m in msgs:
                     seen[m.value] = i
-            assigned[i] = {tp.partition for tp in c.assignment()}
             # Done once both hold a share of a split of all four partitions (a member's
-            # view can lag a rebalance, so the split must be seen at once).
-            a, b = assigned.get(0, set()), assigned.get(1, set())
-            if len(seen) >= 200 and a and b and not a & b and len(a | b) == 4:
-                done.set()
+            # view can lag a rebalance, so the split must be seen at once). The split is
+            # kept as it was then: once the first member leaves, the other one rebalances
+            # and takes every partition, which says nothing about the assignor.
+            with lock:
+                if done.is_set():
+                    break
+                assigned[i] = {tp.partition for tp in c.assignment()}
+                a, b = assigned.get(0, set()), assigned.get(1, set())
+                if len(seen) >= 200 and a and b and not a & b and len(a | b) == 4:
+                    split.update(assigned)
+                    done.set()
         c.close()
 
     threads = [threading.Thread(target=member, args=(i,)) for i in range(2)]
@@ -201,7 +209,7 @@ def kafka_python_group(assignor_name):
         t.start()
     for t in threads:
         t.join()
-    pa, pb = assigned.get(0, set()), assigned.get(1, set())
+    pa, pb = (split or assigned).get(0, set()), (split or assigned).get(1, set())
     if len(seen) != 200 or pa & pb or len(pa | pb) != 4 or not pa or not pb:
         fail("kafka-python %s: %d of 200 consumed, assignments %s / %s" % (assignor_name, len(seen), pa, pb))
 

@@ -59,6 +59,8 @@ pub struct Cluster {
     metadata: RwLock<Metadata>,
     connections: tokio::sync::Mutex<HashMap<String, Arc<BrokerConnection>>>,
     coordinators: Mutex<HashMap<String, i32>>,
+    /// Counts metadata refreshes, so that callers may cache what they derive from it.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 const METADATA_VERSIONS: (i16, i16) = (1, 12);
@@ -76,11 +78,17 @@ impl Cluster {
             metadata: RwLock::new(Metadata::default()),
             connections: tokio::sync::Mutex::new(HashMap::new()),
             coordinators: Mutex::new(HashMap::new()),
+            generation: std::sync::atomic::AtomicU64::new(0),
         }))
     }
 
     pub fn config(&self) -> &ClusterConfig {
         &self.config
+    }
+
+    /// Changes whenever the metadata is refreshed.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// A snapshot of the metadata.
@@ -220,6 +228,8 @@ impl Cluster {
             m.topics.remove(k);
             m.topic_errors.insert(k.clone(), *v);
         }
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Ok(fresh)
     }
 

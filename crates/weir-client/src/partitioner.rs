@@ -125,7 +125,7 @@ struct StickyState {
 pub struct BuiltInPartitioner {
     sticky_batch_size: usize,
     adaptive: bool,
-    topics: Mutex<HashMap<String, StickyState>>,
+    topics: Mutex<HashMap<String, StickyState, foldhash::fast::RandomState>>,
     rng_seed: AtomicU32,
 }
 
@@ -134,25 +134,35 @@ impl BuiltInPartitioner {
         BuiltInPartitioner {
             sticky_batch_size: batch_size.max(1),
             adaptive,
-            topics: Mutex::new(HashMap::new()),
+            topics: Mutex::new(HashMap::default()),
             rng_seed: AtomicU32::new(fastrand::u32(..)),
         }
     }
 
-    /// The partition to use now for `topic`. `queue_sizes` holds the number of batches
-    /// waiting per partition (the adaptive choice favours short queues); partitions whose
-    /// entry is `None` have no leader and are skipped.
-    pub fn partition(&self, topic: &str, queue_sizes: &[Option<usize>]) -> usize {
+    /// The partition to use now for `topic`: the sticky one while `available` says it
+    /// has a leader, else a new choice. `queue_sizes` (batches waiting per partition,
+    /// `None` for partitions without a leader) is asked for only when choosing, as
+    /// Kafka's `BuiltInPartitioner` looks at queues only when it switches: this runs for
+    /// every record without a key.
+    pub fn partition(
+        &self,
+        topic: &str,
+        available: impl Fn(usize) -> bool,
+        queue_sizes: impl FnOnce() -> Vec<Option<usize>>,
+    ) -> usize {
         let mut topics = match self.topics.lock() {
             Ok(t) => t,
             Err(_) => return 0,
         };
-        if let Some(s) = topics.get(topic) {
-            if s.partition < queue_sizes.len() && queue_sizes[s.partition].is_some() {
+        if let Some(s) = topics.get_mut(topic) {
+            if available(s.partition) {
                 return s.partition;
             }
+            s.partition = self.next_partition(&queue_sizes());
+            s.produced_bytes = 0;
+            return s.partition;
         }
-        let p = self.next_partition(queue_sizes);
+        let p = self.next_partition(&queue_sizes());
         topics.insert(
             topic.to_string(),
             StickyState {
@@ -171,7 +181,7 @@ impl BuiltInPartitioner {
         partition: usize,
         appended_bytes: usize,
         batch_full: bool,
-        queue_sizes: &[Option<usize>],
+        queue_sizes: impl FnOnce() -> Vec<Option<usize>>,
     ) {
         let Ok(mut topics) = self.topics.lock() else {
             return;
@@ -186,7 +196,7 @@ impl BuiltInPartitioner {
         if (s.produced_bytes >= self.sticky_batch_size && batch_full)
             || s.produced_bytes >= 2 * self.sticky_batch_size
         {
-            s.partition = self.next_partition(queue_sizes);
+            s.partition = self.next_partition(&queue_sizes());
             s.produced_bytes = 0;
         }
     }
@@ -283,26 +293,30 @@ mod tests {
         assert_eq!(got, vec![0, 1, 2, 0, 1, 2]);
     }
 
+    fn pick(b: &BuiltInPartitioner, queues: &[Option<usize>]) -> usize {
+        b.partition(
+            "t",
+            |p| queues.get(p).is_some_and(Option::is_some),
+            || queues.to_vec(),
+        )
+    }
+
     #[test]
     fn sticky_switches_after_a_batch_and_spreads_evenly() {
         let b = BuiltInPartitioner::new(1000, true);
         let queues = vec![Some(0); 4];
-        let first = b.partition("t", &queues);
-        b.update("t", first, 600, true, &queues);
-        assert_eq!(b.partition("t", &queues), first, "under batch.size: stays");
-        b.update("t", first, 600, false, &queues);
-        assert_eq!(
-            b.partition("t", &queues),
-            first,
-            "batch not full yet: stays"
-        );
-        b.update("t", first, 900, false, &queues);
+        let first = pick(&b, &queues);
+        b.update("t", first, 600, true, || queues.clone());
+        assert_eq!(pick(&b, &queues), first, "under batch.size: stays");
+        b.update("t", first, 600, false, || queues.clone());
+        assert_eq!(pick(&b, &queues), first, "batch not full yet: stays");
+        b.update("t", first, 900, false, || queues.clone());
         // 2100 bytes ≥ 2 × batch.size: switches even though the batch is not full.
         let mut counts = [0usize; 4];
         for _ in 0..4000 {
-            let p = b.partition("t", &queues);
+            let p = pick(&b, &queues);
             counts[p] += 1;
-            b.update("t", p, 2000, true, &queues);
+            b.update("t", p, 2000, true, || queues.clone());
         }
         assert!(
             counts.iter().all(|c| *c > 700),
@@ -312,9 +326,9 @@ mod tests {
         let queues = vec![Some(0), None, Some(9), Some(0)];
         let mut counts = [0usize; 4];
         for _ in 0..4000 {
-            let p = b.partition("t", &queues);
+            let p = pick(&b, &queues);
             counts[p] += 1;
-            b.update("t", p, 2000, true, &queues);
+            b.update("t", p, 2000, true, || queues.clone());
         }
         assert_eq!(counts[1], 0);
         assert!(counts[2] < counts[0] / 3, "{counts:?}");

@@ -2,16 +2,16 @@
 //! and value at the first `--key-separator` when given. It exits 0 only once every record
 //! is acknowledged; otherwise it says how many failed and why, and exits 1.
 
+use std::io::BufRead;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::AsyncBufReadExt;
 use weir_client::{Producer, ProducerRecord};
 
-use crate::cli::{self, ClientArgs};
+use crate::cli::ClientArgs;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -61,7 +61,20 @@ pub fn run(args: Args) -> ExitCode {
     if args.key_separator.as_deref() == Some("") {
         return usage("--key-separator must not be empty");
     }
-    cli::runtime().block_on(produce(args, settings))
+    // The producer's I/O runs on its own worker thread while this thread reads stdin and
+    // fills batches, as librdkafka keeps its broker I/O on threads of its own.
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("weir produce: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(produce(args, settings))
 }
 
 fn usage(msg: &str) -> ExitCode {
@@ -76,13 +89,15 @@ async fn produce(args: Args, settings: Vec<(String, String)>) -> ExitCode {
     };
     let outcome = Arc::new(Outcome::default());
     let sep = args.key_separator.as_deref().map(str::as_bytes);
-    let mut stdin = tokio::io::BufReader::with_capacity(1 << 16, tokio::io::stdin());
+    // Plain blocking reads: this future runs on the calling thread (block_on), not on the
+    // runtime's worker, so waiting for input never holds up the producer's I/O.
+    let mut stdin = std::io::BufReader::with_capacity(1 << 16, std::io::stdin().lock());
     let mut line = Vec::new();
     let mut number = 0u64;
     let mut stopped: Option<String> = None;
     loop {
         line.clear();
-        match stdin.read_until(b'\n', &mut line).await {
+        match stdin.read_until(b'\n', &mut line) {
             Ok(0) => break,
             Ok(_) => {}
             Err(e) => {

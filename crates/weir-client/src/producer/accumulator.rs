@@ -25,6 +25,10 @@ use crate::producer::record::{Notifier, RecordMetadata};
 pub type AssignProducerFields<'a> =
     dyn FnMut(&TopicPartition, usize) -> Option<(i64, i16, i32)> + 'a;
 
+/// The batches of every partition. Looked up for every record, so hashed with foldhash
+/// rather than SipHash (the keys are our own topic names, not an attacker's).
+type Queues = HashMap<TopicPartition, VecDeque<ProducerBatch>, foldhash::fast::RandomState>;
+
 /// A topic and partition.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TopicPartition {
@@ -155,7 +159,7 @@ pub(crate) struct ReadyCheck {
 pub(crate) struct Accumulator {
     cfg: AccumulatorConfig,
     pub pool: Arc<BufferPool>,
-    queues: Mutex<HashMap<TopicPartition, VecDeque<ProducerBatch>>>,
+    queues: Mutex<Queues>,
     estimators: Mutex<HashMap<(Arc<str>, Compression), CompressionRatioEstimator>>,
     flushing: AtomicUsize,
     closing: AtomicBool,
@@ -182,7 +186,7 @@ impl Accumulator {
         Accumulator {
             cfg,
             pool,
-            queues: Mutex::new(HashMap::new()),
+            queues: Mutex::new(Queues::default()),
             estimators: Mutex::new(HashMap::new()),
             flushing: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
@@ -192,22 +196,21 @@ impl Accumulator {
         }
     }
 
-    fn queues(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<TopicPartition, VecDeque<ProducerBatch>>> {
+    fn queues(&self) -> std::sync::MutexGuard<'_, Queues> {
         self.queues.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Batches waiting per partition of `topic` (for the adaptive partitioner).
-    pub fn queue_sizes(&self, topic: &str, partitions: usize) -> Vec<usize> {
+    pub fn queue_sizes(&self, topic: &Arc<str>, partitions: usize) -> Vec<usize> {
         let q = self.queues();
+        let mut key = TopicPartition {
+            topic: topic.clone(),
+            partition: 0,
+        };
         (0..partitions)
             .map(|p| {
-                q.get(&TopicPartition {
-                    topic: topic.into(),
-                    partition: p as i32,
-                })
-                .map_or(0, |d| d.len())
+                key.partition = p as i32;
+                q.get(&key).map_or(0, |d| d.len())
             })
             .collect()
     }

@@ -9,6 +9,7 @@ pub mod buffer_pool;
 pub mod record;
 pub mod sender;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,14 @@ pub struct Producer {
     inner: Arc<Inner>,
 }
 
+/// A topic as the producer uses it: its name shared by every batch, and its partitions as
+/// of metadata generation `generation`.
+struct TopicEntry {
+    name: Arc<str>,
+    info: crate::cluster::TopicInfo,
+    generation: u64,
+}
+
 struct Inner {
     cfg: ProducerConfig,
     cluster: Arc<Cluster>,
@@ -38,6 +47,8 @@ struct Inner {
     sender: Arc<Sender>,
     partitioner: Box<dyn Partitioner>,
     sticky: BuiltInPartitioner,
+    /// What each record needs of its topic, kept until the metadata changes.
+    topics: std::sync::Mutex<HashMap<String, Arc<TopicEntry>, foldhash::fast::RandomState>>,
     sender_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -83,6 +94,7 @@ impl Producer {
         Ok(Producer {
             inner: Arc::new(Inner {
                 sticky: BuiltInPartitioner::new(cfg.batch_size.max(1), cfg.partitioner_adaptive),
+                topics: std::sync::Mutex::new(HashMap::default()),
                 cfg,
                 cluster,
                 acc,
@@ -146,12 +158,13 @@ impl Producer {
                 setting: "buffer.memory",
             });
         }
-        let topic = self.wait_for_topic(&record.topic, deadline).await?;
-        let n = topic.partitions.len();
+        let entry = self.topic_entry(&record.topic, deadline).await?;
+        let partitions = &entry.info.partitions;
+        let n = partitions.len();
+        let available = |p: usize| partitions.get(p).is_some_and(|x| x.leader >= 0);
         let sticky_queues = || -> Vec<Option<usize>> {
-            let sizes = inner.acc.queue_sizes(&record.topic, n);
-            topic
-                .partitions
+            let sizes = inner.acc.queue_sizes(&entry.name, n);
+            partitions
                 .iter()
                 .zip(sizes)
                 .map(|(p, s)| (p.leader >= 0).then_some(s))
@@ -170,12 +183,14 @@ impl Producer {
                 Some(p) => p % n.max(1),
                 None => {
                     sticky = true;
-                    inner.sticky.partition(&record.topic, &sticky_queues())
+                    inner
+                        .sticky
+                        .partition(&record.topic, available, sticky_queues)
                 }
             },
         };
         let tp = TopicPartition {
-            topic: record.topic.as_str().into(),
+            topic: entry.name.clone(),
             partition: partition as i32,
         };
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
@@ -187,9 +202,31 @@ impl Producer {
         if sticky {
             inner
                 .sticky
-                .update(&record.topic, partition, appended, full, &sticky_queues());
+                .update(&record.topic, partition, appended, full, sticky_queues);
         }
         Ok(())
+    }
+
+    /// The topic's cached entry, remade when the metadata has changed since.
+    async fn topic_entry(&self, topic: &str, deadline: Instant) -> Result<Arc<TopicEntry>> {
+        let inner = &self.inner;
+        let generation = inner.cluster.generation();
+        let cached = inner.topics.lock().ok().and_then(|t| t.get(topic).cloned());
+        if let Some(e) = cached {
+            if e.generation == generation {
+                return Ok(e);
+            }
+        }
+        let info = self.wait_for_topic(topic, deadline).await?;
+        let entry = Arc::new(TopicEntry {
+            name: topic.into(),
+            info,
+            generation,
+        });
+        if let Ok(mut t) = inner.topics.lock() {
+            t.insert(topic.to_string(), entry.clone());
+        }
+        Ok(entry)
     }
 
     /// The topic's partitions, refreshing metadata (and creating the topic if the broker
