@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Real Kafka clients against a real `weir serve`: starts the broker on a scratch data
-# directory and a free port, runs every client × codec smoke test and the scenario tests,
+# directory and a free port, runs every client × codec smoke test, the scenario tests and
+# the interop of Weir's own client (weir produce/consume) with librdkafka and kafka-python,
 # then stops the broker with SIGTERM, restarts it on the same data, and checks that
 # everything written is still there. Needs ./scripts/install-test-deps.sh first.
 # env: WEIR (the binary; default target/debug/weir), CLIENTS, CODECS, N.
@@ -65,6 +66,8 @@ echo "== client × codec matrix against $BOOTSTRAP"
 tests/conformance/run-all.sh $clients
 echo "== scenarios"
 "$PY" tests/conformance/scenarios.py before-restart
+echo "== weir produce/consume against librdkafka and kafka-python, both ways"
+WEIR="$WEIR" "$PY" tests/conformance/interop_weir_client.py
 echo "== Prometheus metrics"
 sleep 6 # the log gauges are refreshed every 5 s
 "$PY" - "$metrics_port" <<'PY'

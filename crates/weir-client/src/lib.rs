@@ -6,17 +6,23 @@
 //!
 //! - [`conn`]: one broker connection (framing, version negotiation, pipelining).
 //! - [`cluster`]: metadata, leaders, coordinators, connections.
-//! - [`producer`], [`admin`]: the clients.
+//! - [`producer`], [`consumer`], [`admin`]: the three clients.
 //! - [`partitioner`]: murmur2 as the Java client computes it, and KIP-794's sticky choice.
 
 pub mod admin;
 pub mod cluster;
 pub mod config;
 pub mod conn;
+pub mod consumer;
 pub mod error;
 pub mod partitioner;
 pub mod producer;
 
 pub use config::{Acks, ProducerConfig};
+pub use consumer::{
+    AssignmentStrategy, AutoOffsetReset, CommitFuture, Consumer, ConsumerConfig, ConsumerRecord,
+    IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp, RebalanceContext, RebalanceListener,
+    TimestampType, TopicPartition,
+};
 pub use error::{ClientError, Result};
 pub use producer::{DeliveryFuture, Producer, ProducerRecord, RecordMetadata};

@@ -2,6 +2,7 @@
 //! arguments and hands each subcommand to its module; the work lives in the libraries.
 
 mod cli;
+mod consume;
 mod dump_log;
 mod groups;
 mod json;
@@ -34,6 +35,8 @@ enum Command {
     DumpLog(dump_log::Args),
     /// Send one record per line of stdin to a topic; exits 0 once all are acknowledged.
     Produce(produce::Args),
+    /// Read records from a topic and print one JSON object per record.
+    Consume(consume::Args),
     /// Create, delete, list, describe and alter topics.
     Topics(topics::Args),
     /// List, describe and delete consumer groups, and reset their offsets.
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         Command::DumpLog(args) => dump_log::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Produce(args) => produce::run(args),
+        Command::Consume(args) => consume::run(args),
         Command::Topics(args) => topics::run(args),
         Command::Groups(args) => groups::run(args),
     }

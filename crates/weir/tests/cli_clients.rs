@@ -1,6 +1,6 @@
 //! The client subcommands as scripts meet them: the `weir` binary against a started
 //! `weir serve`, checking exit codes, stdout and stderr — the contracts of `weir produce`,
-//! `weir topics` and `weir groups`.
+//! `weir consume`, `weir topics` and `weir groups`.
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -559,5 +559,265 @@ fn groups_offsets_are_reset_described_and_deleted() {
         text(&gone.stderr).contains("GROUP_ID_NOT_FOUND"),
         "{}",
         text(&gone.stderr)
+    );
+}
+
+/// The JSON lines `weir consume` printed.
+fn records(out: &Output) -> Vec<serde_json::Value> {
+    ok(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn consume_prints_json_lines_in_offset_order_and_stops_as_told() {
+    let s = serve();
+    let b = s.bootstrap.as_str();
+    ok(&weir(
+        &[
+            "topics",
+            "create",
+            "--bootstrap",
+            b,
+            "--topic",
+            "feed",
+            "--partitions",
+            "3",
+        ],
+        b"",
+    ));
+    let mut input = Vec::new();
+    for i in 0..300 {
+        writeln!(input, "k{}|v{i}", i % 5).unwrap();
+    }
+    // A value that is not UTF-8 comes back as base64.
+    input.extend_from_slice(b"bin|\xff\xfe\n");
+    ok(&weir(
+        &[
+            "produce",
+            "--bootstrap",
+            b,
+            "--topic",
+            "feed",
+            "--key-separator",
+            "|",
+        ],
+        &input,
+    ));
+
+    let all = records(&weir(
+        &[
+            "consume",
+            "--bootstrap",
+            b,
+            "--topic",
+            "feed",
+            "--from-beginning",
+            "--max-messages",
+            "301",
+        ],
+        b"",
+    ));
+    assert_eq!(all.len(), 301);
+    let mut next = [0i64; 3];
+    for r in &all {
+        let p = r["partition"].as_u64().unwrap() as usize;
+        assert_eq!(r["topic"], "feed");
+        assert_eq!(
+            r["offset"].as_i64().unwrap(),
+            next[p],
+            "offset order in {p}"
+        );
+        next[p] += 1;
+        assert!(r["timestamp"].as_i64().unwrap() > 1_600_000_000_000);
+        assert_eq!(r["headers"], serde_json::json!([]));
+        let key = r["key"].as_str().unwrap();
+        if key == "bin" {
+            assert_eq!(r["value"], serde_json::json!({"base64": "//4="}));
+        } else {
+            let i: usize = r["value"].as_str().unwrap()[1..].parse().unwrap();
+            assert_eq!(key, format!("k{}", i % 5));
+        }
+    }
+    // The same key always lands in the same partition.
+    let mut home = std::collections::HashMap::new();
+    for r in &all {
+        let p = r["partition"].clone();
+        assert_eq!(home.entry(r["key"].to_string()).or_insert(p.clone()), &p);
+    }
+
+    // One partition from an offset, stopping when no new data comes.
+    let start = Instant::now();
+    let tail = records(&weir(
+        &[
+            "consume",
+            "--bootstrap",
+            b,
+            "--topic",
+            "feed",
+            "--partition",
+            "1",
+            "--offset",
+            "3",
+            "--timeout-ms",
+            "1000",
+        ],
+        b"",
+    ));
+    assert!(start.elapsed() < Duration::from_secs(15));
+    assert_eq!(tail.len() as i64, next[1] - 3);
+    assert!(tail.iter().all(|r| r["partition"] == 1));
+    assert_eq!(tail[0]["offset"], 3);
+
+    // Without --from-beginning it waits for new records only.
+    let none = weir(
+        &[
+            "consume",
+            "--bootstrap",
+            b,
+            "--topic",
+            "feed",
+            "--timeout-ms",
+            "500",
+        ],
+        b"",
+    );
+    assert_eq!(ok(&none), "");
+}
+
+#[test]
+fn consume_in_a_group_commits_what_it_printed() {
+    let s = serve();
+    let b = s.bootstrap.as_str();
+    let lines: String = (0..200).map(|i| format!("{i}\n")).collect();
+    ok(&weir(
+        &[
+            "topics",
+            "create",
+            "--bootstrap",
+            b,
+            "--topic",
+            "jobs",
+            "--partitions",
+            "2",
+        ],
+        b"",
+    ));
+    ok(&weir(
+        &["produce", "--bootstrap", b, "--topic", "jobs"],
+        lines.as_bytes(),
+    ));
+    let group = |extra: &[&str]| {
+        let mut args = vec![
+            "consume",
+            "--bootstrap",
+            b,
+            "--topic",
+            "jobs",
+            "--group",
+            "workers",
+            "--from-beginning",
+        ];
+        args.extend_from_slice(extra);
+        records(&weir(&args, b""))
+    };
+    // Stops mid-fetch: what was polled but not printed is read by the next run.
+    let first = group(&["--max-messages", "37"]);
+    assert_eq!(first.len(), 37);
+    let d = json(&weir(
+        &[
+            "groups",
+            "describe",
+            "--bootstrap",
+            b,
+            "--group",
+            "workers",
+            "--json",
+        ],
+        b"",
+    ));
+    let committed: i64 = d["offsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["committed"].as_i64().unwrap_or(0))
+        .sum();
+    assert_eq!(committed, 37);
+    let rest = group(&["--timeout-ms", "1500"]);
+    let mut values: Vec<i64> = first
+        .iter()
+        .chain(&rest)
+        .map(|r| r["value"].as_str().unwrap().parse().unwrap())
+        .collect();
+    values.sort_unstable();
+    assert_eq!(values, (0..200).collect::<Vec<_>>(), "each record once");
+}
+
+#[test]
+fn consume_fails_clearly() {
+    let s = serve();
+    let b = s.bootstrap.as_str();
+    let out = weir(
+        &["consume", "--bootstrap", b, "--topic", "t", "--offset", "5"],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--offset needs --partition"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = weir(
+        &[
+            "consume",
+            "--bootstrap",
+            b,
+            "--topic",
+            "missing",
+            "--timeout-ms",
+            "500",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("UNKNOWN_TOPIC_OR_PARTITION"),
+        "{}",
+        text(&out.stderr)
+    );
+    ok(&weir(
+        &["topics", "create", "--bootstrap", b, "--topic", "one"],
+        b"",
+    ));
+    let out = weir(
+        &[
+            "consume",
+            "--bootstrap",
+            b,
+            "--topic",
+            "one",
+            "--partition",
+            "4",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("there is no partition 4"),
+        "{}",
+        text(&out.stderr)
+    );
+    let start = Instant::now();
+    let out = weir(
+        &["consume", "--bootstrap", "127.0.0.1:1", "--topic", "t"],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(start.elapsed() < Duration::from_secs(15));
+    assert!(
+        text(&out.stderr).contains("127.0.0.1:1"),
+        "{}",
+        text(&out.stderr)
     );
 }

@@ -1,0 +1,1669 @@
+//! The consumer, as Kafka's Java client builds it: `subscribe` to topics and let the group
+//! (classic protocol) assign partitions, or `assign` partitions by hand; `poll` hands out
+//! records in offset order per partition while fetches for the next ones are already in
+//! flight; positions come from the group's committed offsets or `auto.offset.reset`;
+//! offsets are committed by hand or every `auto.commit.interval.ms`.
+//!
+//! Structure: the [`Consumer`] owns the state and every decision; background tasks (one
+//! fetch per broker, position lookups, metadata refreshes, rebalance rounds, heartbeats,
+//! auto-commits) do the I/O and report through one channel that `poll` drains. No task
+//! touches the consumer's state, so nothing is locked on the record path.
+//!
+//! - [`config`]: `ConsumerConfig` (Kafka's keys and defaults).
+//! - [`record`]: `ConsumerRecord`, `TopicPartition`, `OffsetAndMetadata`.
+//! - [`assignor`]: range, round-robin and cooperative-sticky assignors; the consumer
+//!   protocol's subscription/assignment bytes.
+//! - [`listener`]: `RebalanceListener`, told of partitions revoked, assigned and lost.
+
+pub mod assignor;
+pub mod config;
+mod decode;
+mod fetcher;
+mod group;
+pub mod listener;
+mod offsets;
+pub mod record;
+mod sticky;
+mod subscription;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::task::JoinHandle;
+use tracing::{debug, info, warn};
+
+use crate::cluster::{Cluster, Metadata};
+use crate::error::{ClientError, Result};
+use fetcher::{FetchDone, Fetched, Fetcher};
+use group::{CommitIdentity, GroupShared, Joined, Phase, RoundOutcome, RoundParams};
+use subscription::{record_bytes, FetchState, Mode, ResetTo, SubscriptionState};
+
+pub use assignor::{
+    CooperativeStickyAssignor, MemberSubscription, PartitionAssignor, RangeAssignor,
+    RoundRobinAssignor,
+};
+pub use config::{
+    AssignmentStrategy, AutoOffsetReset, ConsumerConfig, IsolationLevel, RebalanceProtocol,
+};
+pub use listener::{RebalanceContext, RebalanceListener};
+pub use record::{
+    ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TimestampType, TopicPartition,
+};
+
+/// How long to wait before asking again for the metadata of a topic the broker says does
+/// not exist (a subscribed topic may be created at any time).
+const MISSING_TOPIC_BACKOFF: Duration = Duration::from_millis(500);
+
+/// Kafka's default `close()` timeout.
+const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What background tasks report to the consumer.
+#[derive(Debug)]
+pub(crate) enum Event {
+    Fetch(FetchDone),
+    Positions(Vec<PositionResult>),
+    Metadata(Result<()>),
+    Rebalance(RoundOutcome),
+    Committed {
+        offsets: HashMap<TopicPartition, OffsetAndMetadata>,
+        result: Result<()>,
+    },
+    /// Something changed in the group (a rejoin is needed, an error arrived): look again.
+    Wake,
+}
+
+/// One partition's position lookup.
+#[derive(Debug)]
+pub(crate) struct PositionResult {
+    tp: TopicPartition,
+    epoch: u64,
+    outcome: PositionOutcome,
+}
+
+#[derive(Debug)]
+enum PositionOutcome {
+    Found {
+        offset: i64,
+        leader_epoch: Option<i32>,
+    },
+    /// Ask again after the backoff.
+    Retry(ClientError),
+    /// Raise to the application (e.g. no committed offset and auto.offset.reset=none).
+    Failed(ClientError),
+}
+
+struct PositionJob {
+    tp: TopicPartition,
+    epoch: u64,
+    state: FetchState,
+}
+
+/// The consumer's side of its group.
+struct GroupState {
+    shared: Arc<GroupShared>,
+    heartbeat: Option<JoinHandle<()>>,
+    round: Option<JoinHandle<()>>,
+    round_not_before: Instant,
+    /// Rounds failed in a row (for the backoff).
+    round_failures: u32,
+    protocol: RebalanceProtocol,
+    /// Leader only: partition counts of every member's topics when it last assigned them;
+    /// a change means a new assignment is needed.
+    topics_snapshot: BTreeMap<String, i32>,
+}
+
+struct MetaView {
+    snapshot: Metadata,
+    refreshed_at: Option<Instant>,
+    wanted: bool,
+    in_flight: bool,
+    not_before: Instant,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Callback {
+    Revoked,
+    Assigned,
+    Lost,
+}
+
+/// A Kafka consumer. Not `Clone`: like Kafka's, one consumer is driven by one task; it is
+/// `Send`, so that task may be any.
+pub struct Consumer {
+    cfg: Arc<ConsumerConfig>,
+    cluster: Arc<Cluster>,
+    subs: SubscriptionState,
+    fetcher: Fetcher,
+    events_tx: UnboundedSender<Event>,
+    events_rx: UnboundedReceiver<Event>,
+    group: Option<GroupState>,
+    listener: Option<Box<dyn RebalanceListener>>,
+    meta: MetaView,
+    positions_in_flight: bool,
+    auto_commit_at: Instant,
+    auto_commit_in_flight: bool,
+    /// Rebalance outcomes that arrived while `position()` waited: they are applied by the
+    /// next `poll`, because applying one commits and revokes partitions, and only `poll`
+    /// may do that (the application may not have processed what poll returned yet).
+    deferred_rounds: VecDeque<RoundOutcome>,
+    in_position: bool,
+    /// Offsets this consumer committed last, so auto-commit skips unchanged ones.
+    last_committed: HashMap<TopicPartition, i64>,
+    /// Errors to raise from the next `poll` (e.g. a commit a rebalance callback asked for).
+    pending_errors: VecDeque<ClientError>,
+}
+
+/// The outcome of `commit_async`. The commit goes ahead whether or not this is awaited.
+pub struct CommitFuture {
+    inner: CommitInner,
+}
+
+enum CommitInner {
+    Ready(Option<Result<()>>),
+    Task(JoinHandle<Result<()>>),
+}
+
+impl Future for CommitFuture {
+    type Output = Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        match &mut self.inner {
+            CommitInner::Ready(r) => Poll::Ready(r.take().unwrap_or(Ok(()))),
+            CommitInner::Task(handle) => Pin::new(handle).poll(cx).map(|r| {
+                r.unwrap_or_else(|e| {
+                    Err(ClientError::Protocol(format!(
+                        "the commit task failed: {e}"
+                    )))
+                })
+            }),
+        }
+    }
+}
+
+/// "t-0, t-1" for logs.
+fn list<'a>(tps: impl IntoIterator<Item = &'a TopicPartition>) -> String {
+    tps.into_iter()
+        .map(|tp| tp.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Now plus `timeout`, or far in the future for a timeout too large to add (Java's
+/// `poll(Long.MAX_VALUE)` idiom is `poll(Duration::MAX)` here).
+pub(crate) fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400))
+}
+
+fn no_group() -> ClientError {
+    ClientError::Config("committed offsets live in a group: set group.id".into())
+}
+
+fn reset_to(policy: AutoOffsetReset) -> Option<ResetTo> {
+    match policy {
+        AutoOffsetReset::Earliest => Some(ResetTo::Earliest),
+        AutoOffsetReset::Latest => Some(ResetTo::Latest),
+        AutoOffsetReset::None => None,
+    }
+}
+
+fn no_offset_error(tp: &TopicPartition) -> ClientError {
+    ClientError::Config(format!(
+        "no committed offset for {tp} and auto.offset.reset=none: seek() to an offset, or set \
+         auto.offset.reset to earliest or latest"
+    ))
+}
+
+/// Fetch errors after which fresher metadata (a new leader, a created topic) may help.
+fn retry_after_metadata(code: i16) -> bool {
+    matches!(
+        code,
+        3 | 5 | 6 | 9 | 56 | 74 | 76 | 78 | 100 | 103 // UNKNOWN_TOPIC_OR_PARTITION,
+                                                      // LEADER_NOT_AVAILABLE,
+                                                      // NOT_LEADER_OR_FOLLOWER,
+                                                      // REPLICA_NOT_AVAILABLE,
+                                                      // KAFKA_STORAGE_ERROR,
+                                                      // FENCED_LEADER_EPOCH,
+                                                      // UNKNOWN_LEADER_EPOCH,
+                                                      // OFFSET_NOT_AVAILABLE,
+                                                      // UNKNOWN_TOPIC_ID,
+                                                      // INCONSISTENT_TOPIC_ID
+    )
+}
+
+impl Consumer {
+    /// A consumer with these settings. Connects lazily: nothing happens on the network until
+    /// the first call that needs it.
+    pub fn new(cfg: ConsumerConfig) -> Result<Consumer> {
+        let cluster = Cluster::new(cfg.cluster.clone())?;
+        let cfg = Arc::new(cfg);
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let now = Instant::now();
+        let group = cfg.group_id.clone().map(|group_id| GroupState {
+            shared: Arc::new(GroupShared::new(
+                group_id,
+                cfg.clone(),
+                cluster.clone(),
+                events_tx.clone(),
+            )),
+            heartbeat: None,
+            round: None,
+            round_not_before: now,
+            round_failures: 0,
+            protocol: cfg.rebalance_protocol(),
+            topics_snapshot: BTreeMap::new(),
+        });
+        Ok(Consumer {
+            auto_commit_at: now + cfg.auto_commit_interval,
+            cfg,
+            cluster,
+            subs: SubscriptionState::default(),
+            fetcher: Fetcher::default(),
+            events_tx,
+            events_rx,
+            group,
+            listener: None,
+            meta: MetaView {
+                snapshot: Metadata::default(),
+                refreshed_at: None,
+                wanted: false,
+                in_flight: false,
+                not_before: now,
+            },
+            positions_in_flight: false,
+            auto_commit_in_flight: false,
+            deferred_rounds: VecDeque::new(),
+            in_position: false,
+            last_committed: HashMap::new(),
+            pending_errors: VecDeque::new(),
+        })
+    }
+
+    /// A consumer from Kafka's key=value settings, e.g.
+    /// `[("bootstrap.servers", "localhost:9092"), ("group.id", "g")]`.
+    pub fn from_properties<K: Into<String>, V: Into<String>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Consumer> {
+        Self::new(ConsumerConfig::from_properties(pairs)?)
+    }
+
+    pub fn config(&self) -> &ConsumerConfig {
+        &self.cfg
+    }
+
+    // ---- subscription and assignment ----
+
+    /// Subscribes to `topics` (replacing any earlier subscription): the group assigns their
+    /// partitions, in the next `poll`s. Needs a `group.id`; excludes `assign`.
+    pub fn subscribe<I, S>(
+        &mut self,
+        topics: I,
+        listener: Option<Box<dyn RebalanceListener>>,
+    ) -> Result<()>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let Some(g) = &self.group else {
+            return Err(ClientError::Config(
+                "subscribe() needs a group.id (or use assign() for partitions of your choice)"
+                    .into(),
+            ));
+        };
+        if self.subs.mode == Mode::Manual {
+            return Err(ClientError::Config(
+                "subscribe() and assign() cannot be mixed: call unsubscribe() first".into(),
+            ));
+        }
+        let topics: BTreeSet<String> = topics.into_iter().map(Into::into).collect();
+        if topics.is_empty() {
+            return Err(ClientError::Config(
+                "subscribe() needs at least one topic (unsubscribe() stops consuming)".into(),
+            ));
+        }
+        if let Some(bad) = topics.iter().find(|t| t.trim().is_empty()) {
+            return Err(ClientError::Config(format!("invalid topic name '{bad}'")));
+        }
+        let changed = self.subs.mode != Mode::Subscribed(topics.clone());
+        self.subs.mode = Mode::Subscribed(topics.clone());
+        self.listener = listener;
+        if changed {
+            let joined = g.shared.lock().phase != Phase::Unjoined;
+            if joined {
+                g.shared
+                    .request_rejoin(format!("the subscription changed to {topics:?}"));
+            }
+            self.meta.wanted = true;
+        }
+        Ok(())
+    }
+
+    /// The subscribed topics.
+    pub fn subscription(&self) -> BTreeSet<String> {
+        self.subs.subscribed_topics()
+    }
+
+    /// Assigns partitions by hand (replacing any earlier assignment); no group membership.
+    /// With a `group.id`, committed offsets still apply and commits are allowed. An empty
+    /// set unassigns everything.
+    pub fn assign(&mut self, partitions: impl IntoIterator<Item = TopicPartition>) -> Result<()> {
+        if matches!(self.subs.mode, Mode::Subscribed(_)) {
+            return Err(ClientError::Config(
+                "assign() and subscribe() cannot be mixed: call unsubscribe() first".into(),
+            ));
+        }
+        let new: BTreeSet<TopicPartition> = partitions.into_iter().collect();
+        if let Some(bad) = new
+            .iter()
+            .find(|tp| tp.topic.trim().is_empty() || tp.partition < 0)
+        {
+            return Err(ClientError::Config(format!("invalid partition '{bad}'")));
+        }
+        // As Kafka: with auto-commit, the positions of partitions given up are committed.
+        if self.cfg.enable_auto_commit {
+            let gone: Vec<TopicPartition> = self
+                .subs
+                .assignment()
+                .into_iter()
+                .filter(|tp| !new.contains(tp))
+                .collect();
+            let offsets = self.changed_positions(Some(&gone));
+            if let (Some(g), false, Ok(rt)) = (
+                &self.group,
+                offsets.is_empty(),
+                tokio::runtime::Handle::try_current(),
+            ) {
+                let shared = g.shared.clone();
+                rt.spawn(async move {
+                    let who = CommitIdentity::standalone();
+                    let once = group::CommitRetry::Once;
+                    if let Err(e) = group::commit_offsets(&shared, &who, &offsets, once).await {
+                        warn!(group = %shared.group_id, "committing unassigned partitions failed: {e}");
+                    }
+                });
+            }
+        }
+        if new.is_empty() {
+            self.subs.clear();
+            self.subs.mode = Mode::None;
+            return Ok(());
+        }
+        self.subs.set_assignment(&new);
+        self.subs.mode = Mode::Manual;
+        Ok(())
+    }
+
+    /// The partitions assigned now (by `assign`, or by the group).
+    pub fn assignment(&self) -> BTreeSet<TopicPartition> {
+        self.subs.assignment()
+    }
+
+    /// Stops consuming: with a group, commits (auto-commit), revokes the partitions through
+    /// the listener and leaves the group.
+    pub async fn unsubscribe(&mut self) -> Result<()> {
+        let result = self.leave("the consumer unsubscribed").await;
+        self.subs.clear();
+        self.subs.mode = Mode::None;
+        result
+    }
+
+    // ---- polling ----
+
+    /// Records fetched since the last call, at most `max.poll.records`, in offset order per
+    /// partition; waits up to `timeout` for some (an empty result is not an error). Also
+    /// where the group is joined and rebalances happen (and their callbacks run), positions
+    /// are looked up, and offsets are auto-committed.
+    pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>> {
+        if self.subs.mode == Mode::None {
+            return Err(ClientError::Config(
+                "poll() needs subscribe() or assign() first".into(),
+            ));
+        }
+        let deadline = deadline_after(timeout);
+        loop {
+            if let Some(g) = &self.group {
+                g.shared.note_poll();
+            }
+            while let Some(outcome) = self.deferred_rounds.pop_front() {
+                self.on_round(outcome).await?;
+            }
+            self.drain_events().await?;
+            if let Some(e) = self.pending_errors.pop_front() {
+                return Err(e);
+            }
+            self.maintain().await?;
+            let records = self.subs.drain(self.cfg.max_poll_records)?;
+            // Fetch ahead while the application works on these.
+            self.send_fetches();
+            if !records.is_empty() {
+                return Ok(records);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(Vec::new());
+            }
+            self.wait_event(self.next_wake(now, deadline)).await?;
+        }
+    }
+
+    async fn wait_event(&mut self, until: Instant) -> Result<()> {
+        let ev = tokio::select! {
+            ev = self.events_rx.recv() => ev,
+            _ = tokio::time::sleep_until(tokio::time::Instant::from_std(until)) => None,
+        };
+        if let Some(ev) = ev {
+            self.handle_event(ev).await?;
+        }
+        Ok(())
+    }
+
+    async fn drain_events(&mut self) -> Result<()> {
+        while let Ok(ev) = self.events_rx.try_recv() {
+            self.handle_event(ev).await?;
+        }
+        Ok(())
+    }
+
+    async fn handle_event(&mut self, ev: Event) -> Result<()> {
+        match ev {
+            Event::Fetch(done) => self.on_fetch(done),
+            Event::Positions(results) => self.on_positions(results),
+            Event::Metadata(result) => self.on_metadata(result),
+            Event::Rebalance(outcome) if self.in_position => {
+                self.deferred_rounds.push_back(outcome)
+            }
+            Event::Rebalance(outcome) => self.on_round(outcome).await?,
+            Event::Committed { offsets, result } => {
+                self.auto_commit_in_flight = false;
+                match result {
+                    Ok(()) => {
+                        for (tp, o) in offsets {
+                            self.last_committed.insert(tp, o.offset);
+                        }
+                    }
+                    Err(e) => warn!("auto-commit of offsets failed: {e}"),
+                }
+            }
+            Event::Wake => {}
+        }
+        Ok(())
+    }
+
+    /// Everything `poll` does besides handing out records.
+    async fn maintain(&mut self) -> Result<()> {
+        self.maybe_refresh_metadata(Instant::now());
+        if matches!(self.subs.mode, Mode::Subscribed(_)) {
+            self.maintain_group(Instant::now()).await?;
+        }
+        self.maybe_auto_commit(Instant::now());
+        self.maybe_resolve_positions(Instant::now());
+        Ok(())
+    }
+
+    /// The next instant something is due (only instants in the future count: anything due
+    /// now has just been done, or waits for an event).
+    fn next_wake(&self, now: Instant, deadline: Instant) -> Instant {
+        let mut candidates: Vec<Instant> = vec![deadline];
+        if self.cfg.enable_auto_commit && self.group.is_some() && self.subs.mode != Mode::None {
+            candidates.push(self.auto_commit_at);
+        }
+        if !self.meta.in_flight {
+            candidates.push(self.meta.not_before);
+            if let Some(t) = self.meta.refreshed_at {
+                candidates.push(t + self.cfg.metadata_max_age);
+            }
+        }
+        if let Some(g) = &self.group {
+            if g.round.is_none() {
+                candidates.push(g.round_not_before);
+            }
+        }
+        for ps in self.subs.assigned.values() {
+            candidates.extend(ps.retry_at);
+            candidates.extend(ps.fetch_after);
+        }
+        candidates.extend(self.fetcher.next_retry());
+        candidates
+            .into_iter()
+            .filter(|t| *t > now)
+            .min()
+            .unwrap_or(deadline)
+            .min(deadline)
+    }
+
+    // ---- fetching ----
+
+    fn send_fetches(&mut self) {
+        let now = Instant::now();
+        let (plans, leader_unknown) =
+            self.fetcher
+                .plan(&mut self.subs, &self.meta.snapshot, &self.cfg, now);
+        if leader_unknown {
+            self.meta.wanted = true;
+            self.maybe_refresh_metadata(now);
+        }
+        for (node, parts) in plans {
+            fetcher::spawn_fetch(
+                self.cluster.clone(),
+                self.cfg.clone(),
+                node,
+                parts,
+                self.events_tx.clone(),
+            );
+        }
+    }
+
+    fn on_fetch(&mut self, done: FetchDone) {
+        let now = Instant::now();
+        self.fetcher.done(done.node);
+        for tp in &done.planned {
+            if let Some(ps) = self.subs.assigned.get_mut(tp) {
+                ps.in_flight = false;
+            }
+        }
+        match done.result {
+            Ok(parts) => {
+                for f in parts {
+                    self.apply_fetched(f, now);
+                }
+            }
+            Err(e) => {
+                debug!(node = done.node, "fetch failed: {e}");
+                self.fetcher
+                    .back_off(done.node, now + self.cfg.cluster.retry_backoff);
+                // Whatever failed (a broken connection, a broker that has left the
+                // cluster's map), fresher metadata may name the leader to ask instead.
+                self.meta.wanted = true;
+            }
+        }
+    }
+
+    fn apply_fetched(&mut self, f: Fetched, now: Instant) {
+        let backoff = self.cfg.cluster.retry_backoff;
+        let policy = self.cfg.auto_offset_reset;
+        let Some(ps) = self.subs.assigned.get_mut(&f.tp) else {
+            return;
+        };
+        if ps.epoch != f.epoch
+            || ps.state != FetchState::Fetching
+            || ps.next_fetch_offset != f.fetch_offset
+        {
+            // An answer to a request made before a seek, a reset or an earlier fetch's
+            // data was accepted: not what comes next.
+            return;
+        }
+        if f.high_watermark >= 0 {
+            ps.high_watermark = f.high_watermark;
+        }
+        if f.last_stable_offset >= 0 {
+            ps.last_stable_offset = f.last_stable_offset;
+        }
+        if f.log_start_offset >= 0 {
+            ps.log_start_offset = f.log_start_offset;
+        }
+        let mut ready = false;
+        let mut reset = None;
+        match f.error_code {
+            0 => {
+                let d = f.decoded;
+                if d.entries == 0 && d.error.is_none() && f.size > 0 {
+                    if f.first {
+                        // KIP-74 guarantees the first partition a whole batch: a broker that
+                        // sends none would stall this partition forever.
+                        ps.error = Some(ClientError::Protocol(format!(
+                            "failed to make progress reading {} at offset {}: the broker sent \
+                             {} bytes but no complete batch",
+                            f.tp, f.fetch_offset, f.size
+                        )));
+                        ready = true;
+                    }
+                    // Otherwise the response was full before this partition's first batch
+                    // ended; the next fetch lists it first.
+                    ps.starved = !f.first;
+                } else {
+                    ps.starved = false;
+                    ready = !d.records.is_empty() || d.error.is_some();
+                    ps.buffered_bytes += d.records.iter().map(record_bytes).sum::<usize>();
+                    ps.buffer.extend(d.records);
+                    ps.next_fetch_offset = ps.next_fetch_offset.max(d.next_offset);
+                    ps.error = d.error;
+                    if ps.buffer.is_empty() && ps.error.is_none() {
+                        // Only control or aborted batches: the position moves past them.
+                        ps.position = ps.position.max(ps.next_fetch_offset);
+                    }
+                }
+            }
+            // OFFSET_OUT_OF_RANGE for a fetch ahead of the position: the records buffered
+            // before it are still good and go to the application first. Fetching resumes
+            // after a backoff; once the buffer is drained the fetch is at the position and
+            // the error is acted on below, as Kafka does only then.
+            1 if f.fetch_offset != ps.position => {
+                debug!(partition = %f.tp, offset = f.fetch_offset, position = ps.position,
+                    "read-ahead fetch out of range; handing out buffered records first");
+                ps.fetch_after = Some(now + backoff);
+            }
+            1 => match reset_to(policy) {
+                // OFFSET_OUT_OF_RANGE
+                Some(to) => {
+                    info!(partition = %f.tp, offset = f.fetch_offset,
+                        "fetch position out of range (log start {}, high watermark {}); resetting to {}",
+                        f.log_start_offset, f.high_watermark, policy.name());
+                    reset = Some(to);
+                }
+                None => {
+                    ps.error = Some(ClientError::kafka(
+                        1,
+                        Some(format!(
+                            "fetch position {} of {} is out of range (the log holds offsets {} to \
+                             {}) and auto.offset.reset=none: seek() to a valid offset",
+                            f.fetch_offset, f.tp, f.log_start_offset, f.high_watermark
+                        )),
+                    ));
+                    ready = true;
+                }
+            },
+            code if retry_after_metadata(code) => {
+                debug!(partition = %f.tp, "fetch: {}; refreshing metadata", ClientError::kafka(code, None));
+                ps.fetch_after = Some(now + backoff);
+                self.meta.wanted = true;
+            }
+            code @ (-1 | 7 | 13) => {
+                // UNKNOWN_SERVER_ERROR, REQUEST_TIMED_OUT, NETWORK_EXCEPTION: try again.
+                warn!(partition = %f.tp, "fetch failed: {}", ClientError::kafka(code, None));
+                ps.fetch_after = Some(now + backoff);
+            }
+            code => {
+                ps.error = Some(ClientError::kafka(
+                    code,
+                    Some(format!("fetching {} at offset {}", f.tp, f.fetch_offset)),
+                ));
+                ready = true;
+            }
+        }
+        if let Some(to) = reset {
+            let _ = self.subs.request_reset(&f.tp, to);
+        }
+        if ready {
+            self.subs.mark_ready(&f.tp);
+        }
+    }
+
+    // ---- positions ----
+
+    fn maybe_resolve_positions(&mut self, now: Instant) {
+        if self.positions_in_flight {
+            return;
+        }
+        let mut jobs = Vec::new();
+        for (tp, ps) in self.subs.assigned.iter_mut() {
+            if ps.state == FetchState::Fetching
+                || ps.resolving
+                || ps.error.is_some()
+                || ps.retry_at.is_some_and(|t| t > now)
+            {
+                continue;
+            }
+            ps.resolving = true;
+            ps.retry_at = None;
+            jobs.push(PositionJob {
+                tp: tp.clone(),
+                epoch: ps.epoch,
+                state: ps.state,
+            });
+        }
+        if jobs.is_empty() {
+            return;
+        }
+        self.positions_in_flight = true;
+        let cluster = self.cluster.clone();
+        let cfg = self.cfg.clone();
+        let shared = self.group.as_ref().map(|g| g.shared.clone());
+        let events = self.events_tx.clone();
+        tokio::spawn(async move {
+            let results = resolve_positions(cluster, cfg, shared, jobs).await;
+            let _ = events.send(Event::Positions(results));
+        });
+    }
+
+    fn on_positions(&mut self, results: Vec<PositionResult>) {
+        self.positions_in_flight = false;
+        let now = Instant::now();
+        let backoff = self.cfg.cluster.retry_backoff;
+        for r in results {
+            let Some(ps) = self.subs.assigned.get_mut(&r.tp) else {
+                continue;
+            };
+            if ps.epoch != r.epoch {
+                continue;
+            }
+            ps.resolving = false;
+            match r.outcome {
+                PositionOutcome::Found {
+                    offset,
+                    leader_epoch,
+                } => {
+                    debug!(partition = %r.tp, offset, "position set");
+                    ps.state = FetchState::Fetching;
+                    ps.position = offset;
+                    ps.position_epoch = leader_epoch;
+                    ps.next_fetch_offset = offset;
+                }
+                PositionOutcome::Retry(e) => {
+                    debug!(partition = %r.tp, "position lookup failed, retrying: {e}");
+                    ps.retry_at = Some(now + backoff);
+                    if e.needs_metadata_refresh() {
+                        self.meta.wanted = true;
+                    }
+                }
+                PositionOutcome::Failed(e) => {
+                    ps.error = Some(e);
+                    ps.retry_at = Some(now + backoff);
+                    self.subs.mark_ready(&r.tp);
+                }
+            }
+        }
+    }
+
+    // ---- metadata ----
+
+    fn wanted_topics(&self) -> BTreeSet<String> {
+        let mut topics = self.subs.subscribed_topics();
+        topics.extend(self.subs.assigned.keys().map(|tp| tp.topic.clone()));
+        if let Some(g) = &self.group {
+            topics.extend(g.topics_snapshot.keys().cloned());
+        }
+        topics
+    }
+
+    fn maybe_refresh_metadata(&mut self, now: Instant) {
+        if self.meta.in_flight || now < self.meta.not_before {
+            return;
+        }
+        let topics = self.wanted_topics();
+        if topics.is_empty() {
+            return;
+        }
+        let missing = topics
+            .iter()
+            .any(|t| !self.meta.snapshot.topics.contains_key(t));
+        let old = self
+            .meta
+            .refreshed_at
+            .is_none_or(|t| now.duration_since(t) >= self.cfg.metadata_max_age);
+        if !(self.meta.wanted || missing || old) {
+            return;
+        }
+        self.meta.in_flight = true;
+        let cluster = self.cluster.clone();
+        let auto_create = self.cfg.allow_auto_create_topics;
+        let events = self.events_tx.clone();
+        let topics: Vec<String> = topics.into_iter().collect();
+        tokio::spawn(async move {
+            let result = cluster
+                .refresh(Some(&topics), auto_create)
+                .await
+                .map(|_| ());
+            let _ = events.send(Event::Metadata(result));
+        });
+    }
+
+    fn on_metadata(&mut self, result: Result<()>) {
+        let now = Instant::now();
+        self.meta.in_flight = false;
+        match result {
+            Ok(()) => {
+                self.meta.snapshot = self.cluster.metadata();
+                self.meta.refreshed_at = Some(now);
+                self.meta.wanted = false;
+                // Leaders may have moved: brokers that failed may be the wrong ones.
+                self.fetcher.forget();
+                let missing = self
+                    .wanted_topics()
+                    .iter()
+                    .any(|t| !self.meta.snapshot.topics.contains_key(t));
+                self.meta.not_before = now
+                    + if missing {
+                        MISSING_TOPIC_BACKOFF
+                    } else {
+                        self.cfg.cluster.retry_backoff
+                    };
+                self.check_partition_counts();
+            }
+            Err(e) => {
+                debug!("metadata refresh failed: {e}");
+                self.meta.not_before = now + self.cfg.cluster.retry_backoff;
+            }
+        }
+    }
+
+    /// The leader rejoins when a topic of the group gains partitions (or appears).
+    fn check_partition_counts(&mut self) {
+        let Some(g) = &mut self.group else { return };
+        if g.topics_snapshot.is_empty() || g.shared.lock().phase != Phase::Stable {
+            return;
+        }
+        let snapshot = &self.meta.snapshot;
+        for (topic, &before) in &g.topics_snapshot {
+            let now = match snapshot.topics.get(topic) {
+                Some(t) => t.partitions.len() as i32,
+                // Known not to exist (as opposed to a transient error).
+                None if snapshot.topic_errors.get(topic) == Some(&3) => 0,
+                None => continue,
+            };
+            if now != before {
+                info!(%topic, before, now, "the partitions of a subscribed topic changed: rebalancing");
+                g.shared.request_rejoin(format!(
+                    "topic '{topic}' now has {now} partitions (was {before})"
+                ));
+                g.topics_snapshot.clear();
+                return;
+            }
+        }
+    }
+
+    // ---- the group ----
+
+    async fn maintain_group(&mut self, now: Instant) -> Result<()> {
+        let Some(g) = &mut self.group else {
+            return Ok(());
+        };
+        let (phase, rejoin, fatal) = {
+            let s = g.shared.lock();
+            (s.phase, s.rejoin.clone(), s.fatal.clone())
+        };
+        if let Some(e) = fatal {
+            return Err(e);
+        }
+        if g.heartbeat.as_ref().is_none_or(|h| h.is_finished()) {
+            g.heartbeat = Some(tokio::spawn(group::heartbeat_loop(g.shared.clone())));
+        }
+        if g.round.is_some() || now < g.round_not_before {
+            return Ok(());
+        }
+        if phase == Phase::Stable && rejoin.is_none() {
+            return Ok(());
+        }
+        let reason = rejoin.unwrap_or_else(|| "joining the group".to_string());
+        self.on_join_prepare().await;
+        let Some(g) = &mut self.group else {
+            return Ok(());
+        };
+        let params = RoundParams {
+            topics: self.subs.subscribed_topics(),
+            owned: self.subs.assignment().into_iter().collect(),
+            reason,
+        };
+        {
+            let mut s = g.shared.lock();
+            s.phase = Phase::PreparingRebalance;
+            s.rejoin = None;
+        }
+        let shared = g.shared.clone();
+        g.round = Some(tokio::spawn(async move {
+            let outcome = group::run_round(shared.clone(), params).await;
+            let _ = shared.events.send(Event::Rebalance(outcome));
+        }));
+        Ok(())
+    }
+
+    /// Before a JoinGroup (Kafka's `onJoinPrepare`): commit (auto-commit), then give up
+    /// partitions: all of them if the generation was lost (as lost) or with the eager
+    /// protocol; with the cooperative protocol only those of topics no longer subscribed.
+    async fn on_join_prepare(&mut self) {
+        let Some(g) = &self.group else { return };
+        let protocol = g.protocol;
+        let (generation, member_id) = g.shared.identity();
+        let valid = generation >= 0 && !member_id.is_empty();
+        if valid && self.cfg.enable_auto_commit {
+            if let Err(e) = self.commit_positions(None).await {
+                warn!("committing offsets before the rebalance failed: {e}");
+            }
+        }
+        let owned: Vec<TopicPartition> = self.subs.assignment().into_iter().collect();
+        if owned.is_empty() {
+            return;
+        }
+        if !valid {
+            info!(
+                owned = %list(&owned),
+                "the generation was lost: giving up every partition as lost"
+            );
+            self.invoke(Callback::Lost, &owned).await;
+            self.subs.remove(&owned);
+            return;
+        }
+        let revoked: Vec<TopicPartition> = match protocol {
+            RebalanceProtocol::Eager => owned,
+            RebalanceProtocol::Cooperative => {
+                let topics = self.subs.subscribed_topics();
+                owned
+                    .into_iter()
+                    .filter(|tp| !topics.contains(&tp.topic))
+                    .collect()
+            }
+        };
+        if !revoked.is_empty() {
+            info!(revoked = %list(&revoked), "revoking partitions before rejoining");
+            self.invoke(Callback::Revoked, &revoked).await;
+            self.subs.remove(&revoked);
+        }
+    }
+
+    async fn on_round(&mut self, outcome: RoundOutcome) -> Result<()> {
+        let Some(g) = &mut self.group else {
+            return Ok(());
+        };
+        g.round = None;
+        if !matches!(self.subs.mode, Mode::Subscribed(_)) {
+            return Ok(());
+        }
+        let (error, backoff, fatal) = match outcome {
+            RoundOutcome::Joined(j) => return self.on_join_complete(j).await,
+            RoundOutcome::Retry { error, backoff } => (error, backoff, false),
+            RoundOutcome::Fatal(error) => (error, true, true),
+        };
+        {
+            let mut s = g.shared.lock();
+            if s.phase != Phase::Stable {
+                s.phase = Phase::Unjoined;
+            }
+            if s.rejoin.is_none() {
+                s.rejoin = Some(format!("retrying after: {error}"));
+            }
+        }
+        if backoff {
+            // retry.backoff.ms, doubling with each failed round up to retry.backoff.max.ms.
+            g.round_failures = g.round_failures.saturating_add(1);
+            let factor = 1u32 << g.round_failures.min(10).saturating_sub(1);
+            let wait = (self.cfg.cluster.retry_backoff * factor).min(self.cfg.retry_backoff_max);
+            g.round_not_before = Instant::now() + wait;
+        }
+        if fatal {
+            warn!(group = %g.shared.group_id, "joining the group failed: {error}");
+            return Err(error);
+        }
+        debug!(group = %g.shared.group_id, "rebalance round ended early: {error}");
+        Ok(())
+    }
+
+    /// After SyncGroup (Kafka's `onJoinComplete`): take the new assignment. Cooperative
+    /// members revoke what moved away (committing it first) and rejoin so that it can be
+    /// handed over.
+    async fn on_join_complete(&mut self, j: Joined) -> Result<()> {
+        let Some(g) = &mut self.group else {
+            return Ok(());
+        };
+        {
+            let s = g.shared.lock();
+            if s.generation != j.generation
+                || s.member_id != j.member_id
+                || s.phase != Phase::Stable
+            {
+                debug!(
+                    "dropping the assignment of generation {}: superseded",
+                    j.generation
+                );
+                return Ok(());
+            }
+        }
+        let protocol = g.protocol;
+        let shared = g.shared.clone();
+        g.round_failures = 0;
+        g.topics_snapshot = j.group_topics;
+        let topics = self.subs.subscribed_topics();
+        let (assigned, foreign): (BTreeSet<TopicPartition>, BTreeSet<TopicPartition>) = j
+            .assignment
+            .into_iter()
+            .partition(|tp| topics.contains(&tp.topic));
+        if !foreign.is_empty() {
+            warn!(
+                foreign = %list(&foreign),
+                "the assignment names topics this consumer did not subscribe to; rejoining"
+            );
+            shared.request_rejoin("the assignment did not match the subscription");
+        }
+        let owned = self.subs.assignment();
+        let revoked: Vec<TopicPartition> = owned.difference(&assigned).cloned().collect();
+        let added: Vec<TopicPartition> = assigned.difference(&owned).cloned().collect();
+        info!(group = %shared.group_id, generation = j.generation, protocol = %j.protocol,
+            assigned = %list(&assigned), added = %list(&added), revoked = %list(&revoked),
+            "assignment received");
+        if !revoked.is_empty() {
+            if self.cfg.enable_auto_commit {
+                if let Err(e) = self.commit_positions(Some(&revoked)).await {
+                    warn!("committing revoked partitions failed: {e}");
+                }
+            }
+            self.invoke(Callback::Revoked, &revoked).await;
+            self.subs.remove(&revoked);
+            if protocol == RebalanceProtocol::Cooperative {
+                shared.request_rejoin("partitions were revoked and must be reassigned");
+            }
+        }
+        self.subs.add(added.iter().cloned());
+        self.invoke(Callback::Assigned, &added).await;
+        self.meta.wanted |= added
+            .iter()
+            .any(|tp| !self.meta.snapshot.topics.contains_key(&tp.topic));
+        Ok(())
+    }
+
+    /// Runs a listener callback; commits it asked for are made right after.
+    async fn invoke(&mut self, kind: Callback, partitions: &[TopicPartition]) {
+        let Some(mut listener) = self.listener.take() else {
+            return;
+        };
+        let commits = {
+            let mut ctx = RebalanceContext::new(&mut self.subs);
+            match kind {
+                Callback::Revoked => listener.on_partitions_revoked(&mut ctx, partitions),
+                Callback::Assigned => listener.on_partitions_assigned(&mut ctx, partitions),
+                Callback::Lost => listener.on_partitions_lost(&mut ctx, partitions),
+            }
+            ctx.into_commits()
+        };
+        self.listener = Some(listener);
+        if commits.is_empty() {
+            return;
+        }
+        let result = if kind == Callback::Lost {
+            Err(ClientError::kafka(
+                group::codes::UNKNOWN_MEMBER_ID,
+                Some(
+                    "cannot commit offsets of lost partitions: this consumer left the generation"
+                        .into(),
+                ),
+            ))
+        } else {
+            self.commit_with(commits, false).await
+        };
+        if let Err(e) = result {
+            self.pending_errors.push_back(e);
+        }
+    }
+
+    /// Leaves the group (or, with manual assignment, just commits): commit (auto-commit),
+    /// revoke (or lose) the partitions, LeaveGroup. The first error is returned; the rest
+    /// goes ahead regardless.
+    async fn leave(&mut self, reason: &str) -> Result<()> {
+        let mut first_error = None;
+        let auto_commit = self.cfg.enable_auto_commit;
+        match self.subs.mode.clone() {
+            Mode::Subscribed(_) => {
+                let Some(g) = &mut self.group else {
+                    return Ok(());
+                };
+                if let Some(round) = g.round.take() {
+                    round.abort();
+                }
+                if let Some(h) = g.heartbeat.take() {
+                    h.abort();
+                }
+                let shared = g.shared.clone();
+                let (generation, member_id, phase) = {
+                    let s = shared.lock();
+                    (s.generation, s.member_id.clone(), s.phase)
+                };
+                let valid = generation >= 0 && !member_id.is_empty();
+                if valid && auto_commit {
+                    if let Err(e) = self.commit_positions(None).await {
+                        warn!("committing offsets on leaving the group failed: {e}");
+                        first_error = Some(e);
+                    }
+                }
+                let owned: Vec<TopicPartition> = self.subs.assignment().into_iter().collect();
+                if !owned.is_empty() {
+                    let kind = if valid && phase != Phase::Unjoined {
+                        Callback::Revoked
+                    } else {
+                        Callback::Lost
+                    };
+                    self.invoke(kind, &owned).await;
+                    self.subs.remove(&owned);
+                }
+                group::leave_group(&shared, reason).await;
+                if let Some(g) = &mut self.group {
+                    g.topics_snapshot.clear();
+                }
+            }
+            Mode::Manual => {
+                if auto_commit {
+                    if let Err(e) = self.commit_positions(None).await {
+                        warn!("committing offsets failed: {e}");
+                        first_error = Some(e);
+                    }
+                }
+            }
+            Mode::None => {}
+        }
+        if let Some(e) = self.pending_errors.pop_front() {
+            first_error.get_or_insert(e);
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    // ---- positions and seeking ----
+
+    /// Sets the offset the next `poll` starts `tp` from.
+    pub fn seek(&mut self, tp: &TopicPartition, offset: i64) -> Result<()> {
+        self.subs.seek(tp, offset)
+    }
+
+    /// Moves to the first offset of each partition (all assigned ones if `tps` is empty),
+    /// looked up by the next `poll` or `position`.
+    pub fn seek_to_beginning(&mut self, tps: &[TopicPartition]) -> Result<()> {
+        self.reset_all(tps, ResetTo::Earliest)
+    }
+
+    /// Moves to the end of each partition (all assigned ones if `tps` is empty): only
+    /// records produced from now on are read.
+    pub fn seek_to_end(&mut self, tps: &[TopicPartition]) -> Result<()> {
+        self.reset_all(tps, ResetTo::Latest)
+    }
+
+    fn reset_all(&mut self, tps: &[TopicPartition], to: ResetTo) -> Result<()> {
+        let tps: Vec<TopicPartition> = if tps.is_empty() {
+            self.subs.assignment().into_iter().collect()
+        } else {
+            tps.to_vec()
+        };
+        tps.iter()
+            .try_for_each(|tp| self.subs.request_reset(tp, to))
+    }
+
+    /// The offset of the next record `poll` hands out for `tp`, looking it up (committed
+    /// offset, else `auto.offset.reset`) if needed, within `default.api.timeout.ms`.
+    pub async fn position(&mut self, tp: &TopicPartition) -> Result<i64> {
+        self.in_position = true;
+        let result = self.position_inner(tp).await;
+        self.in_position = false;
+        result
+    }
+
+    async fn position_inner(&mut self, tp: &TopicPartition) -> Result<i64> {
+        if !self.subs.is_assigned(tp) {
+            return Err(ClientError::Config(format!(
+                "position(): partition {tp} is not assigned to this consumer"
+            )));
+        }
+        let timeout = self.cfg.default_api_timeout;
+        let deadline = deadline_after(timeout);
+        loop {
+            self.drain_events().await?;
+            match self.subs.assigned.get(tp) {
+                None => {
+                    return Err(ClientError::Config(format!(
+                        "position(): partition {tp} was revoked"
+                    )))
+                }
+                Some(ps) if ps.state == FetchState::Fetching => return Ok(ps.position),
+                Some(_) => {}
+            }
+            if let Some(e) = self.subs.take_error(tp) {
+                return Err(e);
+            }
+            let now = Instant::now();
+            self.maybe_refresh_metadata(now);
+            self.maybe_resolve_positions(now);
+            if now >= deadline {
+                return Err(ClientError::Timeout {
+                    what: format!("looking up the position of {tp}"),
+                    ms: timeout.as_millis() as u64,
+                });
+            }
+            self.wait_event(self.next_wake(now, deadline)).await?;
+        }
+    }
+
+    /// Stops fetching these partitions (records already fetched are kept for `resume`).
+    pub fn pause(&mut self, tps: &[TopicPartition]) -> Result<()> {
+        self.set_paused(tps, true)
+    }
+
+    pub fn resume(&mut self, tps: &[TopicPartition]) -> Result<()> {
+        self.set_paused(tps, false)
+    }
+
+    pub fn paused(&self) -> BTreeSet<TopicPartition> {
+        self.subs
+            .assigned
+            .iter()
+            .filter(|(_, ps)| ps.paused)
+            .map(|(tp, _)| tp.clone())
+            .collect()
+    }
+
+    fn set_paused(&mut self, tps: &[TopicPartition], paused: bool) -> Result<()> {
+        if let Some(tp) = tps.iter().find(|tp| !self.subs.is_assigned(tp)) {
+            return Err(ClientError::Config(format!(
+                "partition {tp} is not assigned to this consumer"
+            )));
+        }
+        for tp in tps {
+            if let Some(ps) = self.subs.assigned.get_mut(tp) {
+                ps.paused = paused;
+            }
+        }
+        Ok(())
+    }
+
+    /// How far `tp` is behind its end (high watermark, or last stable offset under
+    /// read_committed), as of the last fetch; `None` until known.
+    pub fn current_lag(&self, tp: &TopicPartition) -> Option<i64> {
+        let ps = self.subs.assigned.get(tp)?;
+        if ps.state != FetchState::Fetching {
+            return None;
+        }
+        let end = match self.cfg.isolation_level {
+            IsolationLevel::ReadCommitted => ps.last_stable_offset,
+            IsolationLevel::ReadUncommitted => ps.high_watermark,
+        };
+        (end >= 0).then(|| (end - ps.position).max(0))
+    }
+
+    // ---- offsets of the log ----
+
+    /// For each partition, the first offset whose timestamp is at or after the given time,
+    /// with that record's timestamp; `None` if there is no such record.
+    pub async fn offsets_for_times(
+        &self,
+        times: HashMap<TopicPartition, i64>,
+    ) -> Result<HashMap<TopicPartition, Option<OffsetAndTimestamp>>> {
+        if let Some((tp, ts)) = times.iter().find(|(_, ts)| **ts < 0) {
+            return Err(ClientError::Config(format!(
+                "offsets_for_times: the target time for {tp} is {ts}; it cannot be negative"
+            )));
+        }
+        let query: BTreeMap<TopicPartition, i64> = times.into_iter().collect();
+        let found = offsets::list_offsets(
+            &self.cluster,
+            &self.cfg,
+            &query,
+            self.cfg.default_api_timeout,
+        )
+        .await?;
+        Ok(query
+            .into_keys()
+            .map(|tp| {
+                let hit = found
+                    .get(&tp)
+                    .filter(|l| l.offset >= 0)
+                    .map(|l| OffsetAndTimestamp {
+                        offset: l.offset,
+                        timestamp: l.timestamp,
+                        leader_epoch: l.leader_epoch,
+                    });
+                (tp, hit)
+            })
+            .collect())
+    }
+
+    /// The first offset of each partition (the log start offset).
+    pub async fn beginning_offsets(
+        &self,
+        tps: &[TopicPartition],
+    ) -> Result<HashMap<TopicPartition, i64>> {
+        self.special_offsets(tps, ResetTo::Earliest).await
+    }
+
+    /// The end of each partition: the offset the next record produced will get (the last
+    /// stable offset under read_committed).
+    pub async fn end_offsets(
+        &self,
+        tps: &[TopicPartition],
+    ) -> Result<HashMap<TopicPartition, i64>> {
+        self.special_offsets(tps, ResetTo::Latest).await
+    }
+
+    async fn special_offsets(
+        &self,
+        tps: &[TopicPartition],
+        to: ResetTo,
+    ) -> Result<HashMap<TopicPartition, i64>> {
+        let query: BTreeMap<TopicPartition, i64> =
+            tps.iter().map(|tp| (tp.clone(), to.timestamp())).collect();
+        let found = offsets::list_offsets(
+            &self.cluster,
+            &self.cfg,
+            &query,
+            self.cfg.default_api_timeout,
+        )
+        .await?;
+        Ok(found.into_iter().map(|(tp, l)| (tp, l.offset)).collect())
+    }
+
+    /// The partitions of a topic (an error if it does not exist and is not created by the
+    /// broker under `allow.auto.create.topics`).
+    pub async fn partitions_for(&self, topic: &str) -> Result<Vec<TopicPartition>> {
+        let timeout = self.cfg.default_api_timeout;
+        let deadline = deadline_after(timeout);
+        let names = [topic.to_string()];
+        loop {
+            let last = match self
+                .cluster
+                .refresh(Some(&names), self.cfg.allow_auto_create_topics)
+                .await
+            {
+                Ok(m) => match (m.topics.get(topic), m.topic_errors.get(topic)) {
+                    (Some(t), _) if !t.partitions.is_empty() => {
+                        return Ok((0..t.partitions.len() as i32)
+                            .map(|p| TopicPartition::new(topic, p))
+                            .collect())
+                    }
+                    (_, Some(&3)) => {
+                        return Err(ClientError::kafka(
+                            3,
+                            Some(format!("topic '{topic}' does not exist")),
+                        ))
+                    }
+                    (_, Some(&code)) => ClientError::kafka(code, Some(format!("topic '{topic}'"))),
+                    _ => ClientError::kafka(
+                        5,
+                        Some(format!("topic '{topic}' has no partitions yet")),
+                    ),
+                },
+                Err(e) => e,
+            };
+            if !last.is_retriable() {
+                return Err(last);
+            }
+            if Instant::now() + self.cfg.cluster.retry_backoff >= deadline {
+                return Err(match last {
+                    ClientError::Connection { broker, reason } => ClientError::Connection {
+                        broker,
+                        reason: format!(
+                            "{reason} (no broker reachable within default.api.timeout.ms = {} ms)",
+                            timeout.as_millis()
+                        ),
+                    },
+                    e => ClientError::Timeout {
+                        what: format!("metadata of topic '{topic}' (last error: {e})"),
+                        ms: timeout.as_millis() as u64,
+                    },
+                });
+            }
+            tokio::time::sleep(self.cfg.cluster.retry_backoff).await;
+        }
+    }
+
+    // ---- commits ----
+
+    /// Commits `offsets` (each the offset of the *next* record to read), or, with `None`,
+    /// the consumed positions of every assigned partition; retries until done or
+    /// `default.api.timeout.ms`.
+    pub async fn commit_sync(
+        &mut self,
+        offsets: Option<HashMap<TopicPartition, OffsetAndMetadata>>,
+    ) -> Result<()> {
+        let offsets = offsets.unwrap_or_else(|| self.subs.consumed());
+        self.commit_with(offsets, true).await
+    }
+
+    /// As `commit_sync`, in the background and with one attempt (a retriable error is
+    /// reported, not retried, as Kafka's commitAsync does: a later commit carries newer
+    /// offsets). Commits reach the group in the order they were made. The returned future
+    /// tells the outcome. Must be called within a Tokio runtime.
+    pub fn commit_async(
+        &mut self,
+        offsets: Option<HashMap<TopicPartition, OffsetAndMetadata>>,
+    ) -> CommitFuture {
+        let offsets = offsets.unwrap_or_else(|| self.subs.consumed());
+        let ready = |r| CommitFuture {
+            inner: CommitInner::Ready(Some(r)),
+        };
+        let Some(g) = &self.group else {
+            return ready(Err(no_group()));
+        };
+        if offsets.is_empty() {
+            return ready(Ok(()));
+        }
+        let who = match self.commit_identity(true) {
+            Ok(w) => w,
+            Err(e) => return ready(Err(e)),
+        };
+        let shared = g.shared.clone();
+        CommitFuture {
+            inner: CommitInner::Task(tokio::spawn(async move {
+                group::commit_offsets(&shared, &who, &offsets, group::CommitRetry::Once).await
+            })),
+        }
+    }
+
+    /// The group's committed offsets of these partitions (`None` where nothing is committed).
+    pub async fn committed(
+        &self,
+        tps: &[TopicPartition],
+    ) -> Result<HashMap<TopicPartition, Option<OffsetAndMetadata>>> {
+        let g = self.group.as_ref().ok_or_else(no_group)?;
+        if tps.is_empty() {
+            return Ok(HashMap::new());
+        }
+        group::fetch_committed(&g.shared, tps, self.cfg.default_api_timeout).await
+    }
+
+    /// Who commits: a subscribed consumer as a member of its generation (`strict`: only when
+    /// stable, as Kafka requires of application commits); otherwise outside group management.
+    fn commit_identity(&self, strict: bool) -> Result<CommitIdentity> {
+        let g = self.group.as_ref().ok_or_else(no_group)?;
+        if !matches!(self.subs.mode, Mode::Subscribed(_)) {
+            return Ok(CommitIdentity::standalone());
+        }
+        if strict {
+            return group::member_commit_identity(&g.shared);
+        }
+        let (generation, member_id) = g.shared.identity();
+        if generation < 0 || member_id.is_empty() {
+            return group::member_commit_identity(&g.shared);
+        }
+        Ok(CommitIdentity {
+            generation,
+            member_id,
+            group_instance_id: self.cfg.group_instance_id.clone(),
+        })
+    }
+
+    async fn commit_with(
+        &mut self,
+        offsets: HashMap<TopicPartition, OffsetAndMetadata>,
+        strict: bool,
+    ) -> Result<()> {
+        let g = self.group.as_ref().ok_or_else(no_group)?;
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        let who = self.commit_identity(strict)?;
+        let retry = group::CommitRetry::Until(self.cfg.default_api_timeout);
+        group::commit_offsets(&g.shared, &who, &offsets, retry).await?;
+        for (tp, o) in offsets {
+            self.last_committed.insert(tp, o.offset);
+        }
+        Ok(())
+    }
+
+    /// Consumed positions that differ from what this consumer last committed.
+    fn changed_positions(
+        &self,
+        only: Option<&[TopicPartition]>,
+    ) -> HashMap<TopicPartition, OffsetAndMetadata> {
+        self.subs
+            .consumed()
+            .into_iter()
+            .filter(|(tp, _)| only.is_none_or(|only| only.contains(tp)))
+            .filter(|(tp, o)| self.last_committed.get(tp) != Some(&o.offset))
+            .collect()
+    }
+
+    /// Commits changed consumed positions (of `only`, or all) as part of a rebalance or a
+    /// close.
+    async fn commit_positions(&mut self, only: Option<&[TopicPartition]>) -> Result<()> {
+        let offsets = self.changed_positions(only);
+        self.commit_with(offsets, false).await
+    }
+
+    fn maybe_auto_commit(&mut self, now: Instant) {
+        if !self.cfg.enable_auto_commit || self.auto_commit_in_flight || now < self.auto_commit_at {
+            return;
+        }
+        self.auto_commit_at = now + self.cfg.auto_commit_interval;
+        let Some(g) = &self.group else { return };
+        let who = match &self.subs.mode {
+            // While rebalancing, the commit before the rejoin covers it.
+            Mode::Subscribed(_) => match group::member_commit_identity(&g.shared) {
+                Ok(w) => w,
+                Err(_) => return,
+            },
+            Mode::Manual => CommitIdentity::standalone(),
+            Mode::None => return,
+        };
+        let offsets = self.changed_positions(None);
+        if offsets.is_empty() {
+            return;
+        }
+        self.auto_commit_in_flight = true;
+        let shared = g.shared.clone();
+        tokio::spawn(async move {
+            let once = group::CommitRetry::Once;
+            let result = group::commit_offsets(&shared, &who, &offsets, once).await;
+            let _ = shared.events.send(Event::Committed { offsets, result });
+        });
+    }
+
+    /// This consumer's member id and generation in its group, once joined.
+    pub fn group_member(&self) -> Option<(String, i32)> {
+        let g = self.group.as_ref()?;
+        let (generation, member_id) = g.shared.identity();
+        (!member_id.is_empty()).then_some((member_id, generation))
+    }
+
+    // ---- closing ----
+
+    /// Closes within Kafka's default 30 s: commits (auto-commit), revokes the partitions
+    /// through the listener, leaves the group (unless a static member). The consumer is
+    /// closed even if this returns an error.
+    pub async fn close(self) -> Result<()> {
+        self.close_with_timeout(DEFAULT_CLOSE_TIMEOUT).await
+    }
+
+    pub async fn close_with_timeout(mut self, timeout: Duration) -> Result<()> {
+        match tokio::time::timeout(timeout, self.leave("the consumer is being closed")).await {
+            Ok(r) => r,
+            Err(_) => Err(ClientError::Timeout {
+                what: "closing the consumer".into(),
+                ms: timeout.as_millis() as u64,
+            }),
+        }
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        let Some(g) = &mut self.group else { return };
+        if let Some(h) = g.heartbeat.take() {
+            h.abort();
+        }
+        if let Some(r) = g.round.take() {
+            r.abort();
+        }
+        // Dropped without close(): leave the group in the background so the others need not
+        // wait for the session to time out.
+        let member = g.shared.lock().member_id.clone();
+        if !member.is_empty() && self.cfg.group_instance_id.is_none() {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                let shared = g.shared.clone();
+                rt.spawn(async move {
+                    group::leave_group(&shared, "the consumer was dropped without close()").await;
+                });
+            }
+        }
+    }
+}
+
+/// Looks up positions: the group's committed offsets for partitions without one, then
+/// ListOffsets for the resets (asked for, or by `auto.offset.reset` where nothing is
+/// committed).
+async fn resolve_positions(
+    cluster: Arc<Cluster>,
+    cfg: Arc<ConsumerConfig>,
+    shared: Option<Arc<GroupShared>>,
+    jobs: Vec<PositionJob>,
+) -> Vec<PositionResult> {
+    let timeout = cfg.default_api_timeout;
+    let policy = reset_to(cfg.auto_offset_reset);
+    let mut results = Vec::new();
+    let mut resets: Vec<(TopicPartition, u64, ResetTo)> = Vec::new();
+    let initializing: Vec<TopicPartition> = jobs
+        .iter()
+        .filter(|j| j.state == FetchState::Initializing)
+        .map(|j| j.tp.clone())
+        .collect();
+    let committed = match (&shared, initializing.is_empty()) {
+        (Some(g), false) => Some(group::fetch_committed(g, &initializing, timeout).await),
+        _ => None,
+    };
+    for job in jobs {
+        let result = |outcome| PositionResult {
+            tp: job.tp.clone(),
+            epoch: job.epoch,
+            outcome,
+        };
+        match job.state {
+            FetchState::Fetching => {}
+            FetchState::AwaitReset(to) => resets.push((job.tp.clone(), job.epoch, to)),
+            FetchState::Initializing => {
+                let found = match &committed {
+                    Some(Ok(map)) => map.get(&job.tp).cloned().flatten(),
+                    Some(Err(e)) if e.is_retriable() => {
+                        results.push(result(PositionOutcome::Retry(e.clone())));
+                        continue;
+                    }
+                    Some(Err(e)) => {
+                        results.push(result(PositionOutcome::Failed(e.clone())));
+                        continue;
+                    }
+                    None => None,
+                };
+                match (found, policy) {
+                    (Some(o), _) => results.push(result(PositionOutcome::Found {
+                        offset: o.offset,
+                        leader_epoch: o.leader_epoch,
+                    })),
+                    (None, Some(to)) => resets.push((job.tp.clone(), job.epoch, to)),
+                    (None, None) => {
+                        results.push(result(PositionOutcome::Failed(no_offset_error(&job.tp))))
+                    }
+                }
+            }
+        }
+    }
+    if resets.is_empty() {
+        return results;
+    }
+    let query: BTreeMap<TopicPartition, i64> = resets
+        .iter()
+        .map(|(tp, _, to)| (tp.clone(), to.timestamp()))
+        .collect();
+    let listed = offsets::list_offsets(&cluster, &cfg, &query, timeout).await;
+    for (tp, epoch, _) in resets {
+        let outcome = match &listed {
+            Ok(found) => match found.get(&tp) {
+                Some(l) if l.offset >= 0 => PositionOutcome::Found {
+                    offset: l.offset,
+                    leader_epoch: l.leader_epoch,
+                },
+                _ => PositionOutcome::Retry(ClientError::Protocol(format!(
+                    "ListOffsets gave no offset for {tp}"
+                ))),
+            },
+            Err(e) if e.is_retriable() => PositionOutcome::Retry(e.clone()),
+            Err(e) => PositionOutcome::Failed(e.clone()),
+        };
+        results.push(PositionResult { tp, epoch, outcome });
+    }
+    results
+}

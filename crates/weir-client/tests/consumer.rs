@@ -1,0 +1,859 @@
+//! The consumer against a real broker: every record exactly once in offset order in every
+//! codec; groups split partitions without overlap (range and cooperative-sticky, the latter
+//! moving only what must move) and hand everything to the survivor; commits resume where
+//! they left off; seeks, resets and offset lookups; the assignors against Kafka's results;
+//! and a long poll loop that keeps up with a producer.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::task::JoinHandle;
+use weir_client::consumer::{
+    CooperativeStickyAssignor, MemberSubscription, PartitionAssignor, RangeAssignor,
+    RoundRobinAssignor,
+};
+use weir_client::{
+    ClientError, Consumer, ConsumerRecord, OffsetAndMetadata, Producer, ProducerRecord,
+    RebalanceContext, RebalanceListener, TimestampType, TopicPartition,
+};
+
+fn tp(topic: &str, partition: i32) -> TopicPartition {
+    TopicPartition::new(topic, partition)
+}
+
+fn consumer(bootstrap: &str, extra: &[(&str, &str)]) -> Consumer {
+    let mut props = vec![
+        ("bootstrap.servers", bootstrap),
+        ("fetch.max.wait.ms", "100"),
+        ("heartbeat.interval.ms", "100"),
+        ("session.timeout.ms", "6000"),
+        ("default.api.timeout.ms", "10000"),
+    ];
+    props.extend_from_slice(extra);
+    Consumer::from_properties(props).unwrap()
+}
+
+/// Polls until `n` records arrived (or `limit` passed).
+async fn poll_n(c: &mut Consumer, n: usize, limit: Duration) -> Vec<ConsumerRecord> {
+    let deadline = Instant::now() + limit;
+    let mut out = Vec::new();
+    while out.len() < n && Instant::now() < deadline {
+        out.extend(c.poll(Duration::from_millis(100)).await.unwrap());
+    }
+    out
+}
+
+async fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Produces `n` records to one partition; values "v<i>", keys "k<i>".
+async fn produce(bootstrap: &str, topic: &str, partition: i32, n: usize) {
+    let p =
+        Producer::from_properties([("bootstrap.servers", bootstrap), ("linger.ms", "2")]).unwrap();
+    let mut futures = Vec::new();
+    for i in 0..n {
+        let rec = ProducerRecord::new(topic)
+            .partition(partition)
+            .key(format!("k{i}"))
+            .value(format!("v{i}"));
+        futures.push(p.send(rec).await.unwrap());
+    }
+    for f in futures {
+        f.await.unwrap();
+    }
+    p.close(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn assign_and_poll_every_codec_exactly_once_in_order() {
+    let mut b = common::broker(&[("num.partitions", "3")]).await;
+    for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+        let topic = format!("c-{codec}");
+        let p = Producer::from_properties([
+            ("bootstrap.servers", b.bootstrap.as_str()),
+            ("compression.type", codec),
+            ("linger.ms", "5"),
+        ])
+        .unwrap();
+        let mut futures = Vec::new();
+        let mut sent = Vec::new();
+        for i in 0..2000u32 {
+            let mut rec = ProducerRecord::new(&topic).value(format!("{codec}-{i}"));
+            if i % 7 != 0 {
+                rec = rec.key(format!("key-{}", i % 40));
+            }
+            if i % 11 == 0 {
+                rec.value = None; // a tombstone
+            }
+            rec = rec
+                .header("n", Some(i.to_string()))
+                .header("null", None::<Bytes>)
+                .header("bin", Some(Bytes::from(vec![0xff, i as u8])));
+            sent.push(rec.clone());
+            futures.push(p.send(rec).await.unwrap());
+        }
+        let mut expected: HashMap<(i32, i64), ProducerRecord> = HashMap::new();
+        for (f, rec) in futures.into_iter().zip(sent) {
+            let m = f.await.unwrap();
+            expected.insert((m.partition, m.offset), rec);
+        }
+        p.close(Duration::from_secs(5)).await.unwrap();
+
+        let mut c = consumer(&b.bootstrap, &[("max.poll.records", "300")]);
+        let parts = c.partitions_for(&topic).await.unwrap();
+        assert_eq!(parts.len(), 3);
+        c.assign(parts.clone()).unwrap();
+        c.seek_to_beginning(&[]).unwrap();
+        let got = poll_n(&mut c, 2000, Duration::from_secs(30)).await;
+        assert_eq!(got.len(), 2000, "{codec}: every record");
+        let mut last: HashMap<i32, i64> = HashMap::new();
+        for r in &got {
+            let prev = last.insert(r.partition, r.offset);
+            assert_eq!(
+                r.offset,
+                prev.map_or(0, |o| o + 1),
+                "{codec}: offset order, no gaps"
+            );
+            let rec = &expected[&(r.partition, r.offset)];
+            assert_eq!(&*r.topic, topic);
+            assert_eq!(r.key, rec.key, "{codec}: key");
+            assert_eq!(r.value, rec.value, "{codec}: value");
+            assert_eq!(r.headers, rec.headers, "{codec}: headers");
+            assert_eq!(r.timestamp_type, TimestampType::CreateTime);
+            assert!(r.timestamp > 0);
+        }
+        assert!(c.poll(Duration::from_millis(200)).await.unwrap().is_empty());
+        for p in &parts {
+            assert_eq!(c.position(p).await.unwrap(), last[&p.partition] + 1);
+        }
+        c.close().await.unwrap();
+    }
+    b.stop().await;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Call {
+    Revoked(BTreeSet<TopicPartition>),
+    Assigned(BTreeSet<TopicPartition>),
+    Lost(BTreeSet<TopicPartition>),
+}
+
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<Vec<Call>>>);
+
+impl Recorder {
+    fn calls(&self) -> Vec<Call> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl RebalanceListener for Recorder {
+    fn on_partitions_revoked(&mut self, _: &mut RebalanceContext<'_>, p: &[TopicPartition]) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(Call::Revoked(p.iter().cloned().collect()));
+    }
+    fn on_partitions_assigned(&mut self, _: &mut RebalanceContext<'_>, p: &[TopicPartition]) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(Call::Assigned(p.iter().cloned().collect()));
+    }
+    fn on_partitions_lost(&mut self, _: &mut RebalanceContext<'_>, p: &[TopicPartition]) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(Call::Lost(p.iter().cloned().collect()));
+    }
+}
+
+/// A group member polling in a task of its own, publishing its assignment.
+struct Member {
+    stop: Arc<AtomicBool>,
+    task: JoinHandle<Consumer>,
+    assignment: Arc<Mutex<BTreeSet<TopicPartition>>>,
+    member_id: Arc<Mutex<String>>,
+    calls: Recorder,
+}
+
+impl Member {
+    fn start(mut c: Consumer, topic: &str) -> Member {
+        let calls = Recorder::default();
+        c.subscribe([topic], Some(Box::new(calls.clone()))).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let assignment = Arc::new(Mutex::new(BTreeSet::new()));
+        let member_id = Arc::new(Mutex::new(String::new()));
+        let task = {
+            let (stop, assignment, member_id) =
+                (stop.clone(), assignment.clone(), member_id.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::SeqCst) {
+                    c.poll(Duration::from_millis(50)).await.unwrap();
+                    *assignment.lock().unwrap() = c.assignment();
+                    if let Some((id, _)) = c.group_member() {
+                        *member_id.lock().unwrap() = id;
+                    }
+                }
+                c
+            })
+        };
+        Member {
+            stop,
+            task,
+            assignment,
+            member_id,
+            calls,
+        }
+    }
+
+    fn assignment(&self) -> BTreeSet<TopicPartition> {
+        self.assignment.lock().unwrap().clone()
+    }
+
+    async fn stop(self) -> (Consumer, Recorder) {
+        self.stop.store(true, Ordering::SeqCst);
+        (self.task.await.unwrap(), self.calls)
+    }
+}
+
+fn all(topic: &str, n: i32) -> BTreeSet<TopicPartition> {
+    (0..n).map(|p| tp(topic, p)).collect()
+}
+
+/// Waits until the members' assignments are disjoint and cover every partition.
+async fn wait_for_split(members: &[&Member], expected: &BTreeSet<TopicPartition>) {
+    wait_until(
+        Duration::from_secs(20),
+        "a complete, disjoint assignment",
+        || {
+            let sets: Vec<BTreeSet<TopicPartition>> =
+                members.iter().map(|m| m.assignment()).collect();
+            let total: usize = sets.iter().map(BTreeSet::len).sum();
+            let union: BTreeSet<TopicPartition> = sets.iter().flatten().cloned().collect();
+            sets.iter().all(|s| !s.is_empty()) && total == expected.len() && &union == expected
+        },
+    )
+    .await;
+}
+
+async fn group_topic(b: &common::TestBroker, topic: &str) {
+    // Creates the 4-partition topic.
+    produce(&b.bootstrap, topic, 0, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn range_splits_the_partitions_and_the_survivor_takes_all() {
+    let mut b = common::broker(&[("num.partitions", "4")]).await;
+    group_topic(&b, "range-t").await;
+    let opts = [
+        ("group.id", "range-g"),
+        ("partition.assignment.strategy", "range"),
+    ];
+    let mut first = opts.to_vec();
+    first.push(("client.id", "a"));
+    let mut second = opts.to_vec();
+    second.push(("client.id", "b"));
+    let a = Member::start(consumer(&b.bootstrap, &first), "range-t");
+    wait_until(
+        Duration::from_secs(20),
+        "the first member's assignment",
+        || a.assignment() == all("range-t", 4),
+    )
+    .await;
+    let bm = Member::start(consumer(&b.bootstrap, &second), "range-t");
+    wait_for_split(&[&a, &bm], &all("range-t", 4)).await;
+    // Range by member id: "a-..." sorts before "b-...", so it takes the first half.
+    assert!(a.member_id.lock().unwrap().as_str() < bm.member_id.lock().unwrap().as_str());
+    assert_eq!(a.assignment(), [tp("range-t", 0), tp("range-t", 1)].into());
+    assert_eq!(bm.assignment(), [tp("range-t", 2), tp("range-t", 3)].into());
+    // Eager: the first member revoked everything before the split.
+    let (ca, calls_a) = a.stop().await;
+    assert!(calls_a.calls().contains(&Call::Revoked(all("range-t", 4))));
+    ca.close().await.unwrap();
+    wait_until(
+        Duration::from_secs(20),
+        "the survivor to take every partition",
+        || bm.assignment() == all("range-t", 4),
+    )
+    .await;
+    let (cb, calls_b) = bm.stop().await;
+    let calls_b = calls_b.calls();
+    assert_eq!(
+        calls_b.last(),
+        Some(&Call::Assigned(all("range-t", 4))),
+        "{calls_b:?}"
+    );
+    cb.close().await.unwrap();
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cooperative_sticky_moves_only_what_must_move() {
+    let mut b = common::broker(&[("num.partitions", "4")]).await;
+    group_topic(&b, "coop-t").await;
+    let opts = [
+        ("group.id", "coop-g"),
+        ("partition.assignment.strategy", "cooperative-sticky"),
+    ];
+    let a = Member::start(consumer(&b.bootstrap, &opts), "coop-t");
+    wait_until(
+        Duration::from_secs(20),
+        "the first member's assignment",
+        || a.assignment() == all("coop-t", 4),
+    )
+    .await;
+    let bm = Member::start(consumer(&b.bootstrap, &opts), "coop-t");
+    wait_for_split(&[&a, &bm], &all("coop-t", 4)).await;
+    let kept = a.assignment();
+    let moved = bm.assignment();
+    assert_eq!((kept.len(), moved.len()), (2, 2), "balanced");
+    // The staying member revoked exactly the partitions that moved, never everything.
+    let calls_a = a.calls.calls();
+    let revoked: Vec<&BTreeSet<TopicPartition>> = calls_a
+        .iter()
+        .filter_map(|c| match c {
+            Call::Revoked(p) => Some(p),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(revoked, vec![&moved], "{calls_a:?}");
+    assert!(!calls_a.iter().any(|c| matches!(c, Call::Lost(_))));
+    assert_eq!(calls_a.first(), Some(&Call::Assigned(all("coop-t", 4))));
+    // The newcomer got them only in the second rebalance, after the revocation.
+    let calls_b = bm.calls.calls();
+    assert_eq!(
+        calls_b.last(),
+        Some(&Call::Assigned(moved.clone())),
+        "{calls_b:?}"
+    );
+
+    // The newcomer leaves: the stayer keeps its two and gains two, revoking nothing.
+    let (cb, _) = bm.stop().await;
+    cb.close().await.unwrap();
+    wait_until(
+        Duration::from_secs(20),
+        "the survivor to take every partition",
+        || a.assignment() == all("coop-t", 4),
+    )
+    .await;
+    let (ca, calls_a) = a.stop().await;
+    let calls_a = calls_a.calls();
+    assert_eq!(calls_a.last(), Some(&Call::Assigned(moved)), "{calls_a:?}");
+    assert_eq!(
+        calls_a
+            .iter()
+            .filter(|c| matches!(c, Call::Revoked(_)))
+            .count(),
+        1,
+        "{calls_a:?}"
+    );
+    ca.close().await.unwrap();
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_resume_and_auto_commit_on_close() {
+    let mut b = common::broker(&[("num.partitions", "1")]).await;
+    produce(&b.bootstrap, "commits", 0, 100).await;
+    let p0 = tp("commits", 0);
+
+    // commit_sync of an explicit offset, then a new member resumes there.
+    let manual = [
+        ("group.id", "g-manual"),
+        ("enable.auto.commit", "false"),
+        ("auto.offset.reset", "earliest"),
+    ];
+    let mut c = consumer(&b.bootstrap, &manual);
+    c.subscribe(["commits"], None).unwrap();
+    let got = poll_n(&mut c, 30, Duration::from_secs(20)).await;
+    assert!(got.len() >= 30);
+    assert_eq!(got[0].offset, 0);
+    c.commit_sync(Some(HashMap::from([(
+        p0.clone(),
+        OffsetAndMetadata::new(30).with_metadata("checkpoint"),
+    )])))
+    .await
+    .unwrap();
+    let committed = c.committed(std::slice::from_ref(&p0)).await.unwrap();
+    let at = committed[&p0].clone().unwrap();
+    assert_eq!((at.offset, at.metadata.as_str()), (30, "checkpoint"));
+    c.close().await.unwrap();
+    let mut c = consumer(&b.bootstrap, &manual);
+    c.subscribe(["commits"], None).unwrap();
+    let got = poll_n(&mut c, 1, Duration::from_secs(20)).await;
+    assert_eq!(got[0].offset, 30, "resumes from the committed offset");
+    // commit_sync(None) commits the consumed position.
+    let got_more = poll_n(&mut c, 70 - got.len(), Duration::from_secs(20)).await;
+    let last = got_more
+        .last()
+        .map_or(got.last().unwrap().offset, |r| r.offset);
+    c.commit_sync(None).await.unwrap();
+    assert_eq!(
+        c.committed(std::slice::from_ref(&p0)).await.unwrap()[&p0]
+            .as_ref()
+            .unwrap()
+            .offset,
+        last + 1
+    );
+    let async_commit = c.commit_async(Some(HashMap::from([(p0.clone(), 99.into())])));
+    async_commit.await.unwrap();
+    c.close().await.unwrap();
+
+    // Auto-commit: the position is committed on close.
+    let auto = [("group.id", "g-auto"), ("auto.offset.reset", "earliest")];
+    let mut c = consumer(&b.bootstrap, &auto);
+    c.subscribe(["commits"], None).unwrap();
+    assert_eq!(
+        poll_n(&mut c, 100, Duration::from_secs(20)).await.len(),
+        100
+    );
+    c.close().await.unwrap();
+    let mut c = consumer(&b.bootstrap, &auto);
+    c.assign([p0.clone()]).unwrap();
+    let committed = c.committed(std::slice::from_ref(&p0)).await.unwrap();
+    assert_eq!(committed[&p0].as_ref().map(|o| o.offset), Some(100));
+    // assign() with a group resumes from the committed offset too.
+    assert_eq!(c.position(&p0).await.unwrap(), 100);
+    c.close().await.unwrap();
+
+    // Without a group there is nothing to commit to.
+    let mut c = consumer(&b.bootstrap, &[]);
+    c.assign([p0.clone()]).unwrap();
+    assert!(matches!(
+        c.commit_sync(None).await,
+        Err(ClientError::Config(_))
+    ));
+    assert!(c.subscribe(["commits"], None).is_err());
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seek_positions_and_offsets_for_times() {
+    let mut b = common::broker(&[("num.partitions", "1")]).await;
+    let base = 1_700_000_000_000i64;
+    let p = Producer::from_properties([("bootstrap.servers", b.bootstrap.as_str())]).unwrap();
+    for i in 0..50i64 {
+        p.send_and_wait(
+            ProducerRecord::new("times")
+                .value(format!("v{i}"))
+                .timestamp(base + i * 10),
+        )
+        .await
+        .unwrap();
+    }
+    p.close(Duration::from_secs(5)).await.unwrap();
+    let t0 = tp("times", 0);
+    let mut c = consumer(&b.bootstrap, &[]);
+    assert!(
+        c.poll(Duration::from_millis(10)).await.is_err(),
+        "poll before assign"
+    );
+    c.assign([t0.clone()]).unwrap();
+    // Default auto.offset.reset=latest.
+    assert_eq!(c.position(&t0).await.unwrap(), 50);
+    c.seek(&t0, 10).unwrap();
+    assert_eq!(c.position(&t0).await.unwrap(), 10);
+    let got = poll_n(&mut c, 5, Duration::from_secs(10)).await;
+    assert_eq!(got[0].offset, 10);
+    assert_eq!(got[0].timestamp, base + 100);
+    c.seek_to_beginning(std::slice::from_ref(&t0)).unwrap();
+    assert_eq!(c.position(&t0).await.unwrap(), 0);
+    assert_eq!(
+        poll_n(&mut c, 1, Duration::from_secs(10)).await[0].offset,
+        0
+    );
+    c.seek_to_end(&[]).unwrap();
+    assert_eq!(c.position(&t0).await.unwrap(), 50);
+    assert!(c.poll(Duration::from_millis(200)).await.unwrap().is_empty());
+
+    let found = c
+        .offsets_for_times(HashMap::from([(t0.clone(), base + 105)]))
+        .await
+        .unwrap();
+    let hit = found[&t0].unwrap();
+    assert_eq!((hit.offset, hit.timestamp), (11, base + 110));
+    let none = c
+        .offsets_for_times(HashMap::from([(t0.clone(), base + 10_000)]))
+        .await
+        .unwrap();
+    assert_eq!(none[&t0], None);
+    assert!(c
+        .offsets_for_times(HashMap::from([(t0.clone(), -5)]))
+        .await
+        .is_err());
+    assert_eq!(
+        c.beginning_offsets(std::slice::from_ref(&t0))
+            .await
+            .unwrap()[&t0],
+        0
+    );
+    assert_eq!(
+        c.end_offsets(std::slice::from_ref(&t0)).await.unwrap()[&t0],
+        50
+    );
+    assert!(c.seek(&tp("times", 7), 0).is_err(), "not assigned");
+    assert!(c.seek(&t0, -1).is_err());
+    // pause keeps the position, resume goes on.
+    c.seek(&t0, 40).unwrap();
+    c.pause(std::slice::from_ref(&t0)).unwrap();
+    assert!(c.poll(Duration::from_millis(300)).await.unwrap().is_empty());
+    c.resume(std::slice::from_ref(&t0)).unwrap();
+    assert_eq!(
+        poll_n(&mut c, 1, Duration::from_secs(10)).await[0].offset,
+        40
+    );
+    c.close().await.unwrap();
+    let c = consumer(&b.bootstrap, &[("allow.auto.create.topics", "false")]);
+    let err = c.partitions_for("no-such-topic").await.unwrap_err();
+    assert_eq!(err.code(), Some(3), "{err}");
+    assert!(err.to_string().contains("no-such-topic"), "{err}");
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_offset_reset_earliest_latest_and_none() {
+    let mut b = common::broker(&[("num.partitions", "1")]).await;
+    produce(&b.bootstrap, "reset", 0, 10).await;
+    let r0 = tp("reset", 0);
+
+    let mut earliest = consumer(
+        &b.bootstrap,
+        &[("group.id", "r-e"), ("auto.offset.reset", "earliest")],
+    );
+    earliest.assign([r0.clone()]).unwrap();
+    let got = poll_n(&mut earliest, 10, Duration::from_secs(10)).await;
+    assert_eq!(
+        got.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        (0..10).collect::<Vec<_>>()
+    );
+
+    let mut latest = consumer(
+        &b.bootstrap,
+        &[("group.id", "r-l"), ("auto.offset.reset", "latest")],
+    );
+    latest.subscribe(["reset"], None).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while latest.assignment().is_empty() {
+        assert!(Instant::now() < deadline, "no assignment");
+        assert!(latest
+            .poll(Duration::from_millis(50))
+            .await
+            .unwrap()
+            .is_empty());
+    }
+    assert_eq!(latest.position(&r0).await.unwrap(), 10);
+    produce(&b.bootstrap, "reset", 0, 5).await;
+    let got = poll_n(&mut latest, 5, Duration::from_secs(10)).await;
+    assert_eq!(
+        got.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        (10..15).collect::<Vec<_>>()
+    );
+
+    let mut none = consumer(
+        &b.bootstrap,
+        &[("group.id", "r-n"), ("auto.offset.reset", "none")],
+    );
+    none.assign([r0.clone()]).unwrap();
+    let err = loop {
+        match none.poll(Duration::from_millis(200)).await {
+            Err(e) => break e,
+            Ok(r) => assert!(r.is_empty()),
+        }
+    };
+    assert!(err.to_string().contains("auto.offset.reset"), "{err}");
+    assert!(err.to_string().contains("reset-0"), "{err}");
+    // Seeking gets it going; an out-of-range position is an error too (no reset policy).
+    none.seek(&r0, 100).unwrap();
+    let err = loop {
+        match none.poll(Duration::from_millis(200)).await {
+            Err(e) => break e,
+            Ok(r) => assert!(r.is_empty()),
+        }
+    };
+    assert_eq!(err.code(), Some(1), "OFFSET_OUT_OF_RANGE: {err}");
+    none.seek(&r0, 12).unwrap();
+    assert_eq!(poll_n(&mut none, 3, Duration::from_secs(10)).await.len(), 3);
+    // With a reset policy, an out-of-range position resets.
+    earliest.seek(&r0, 1000).unwrap();
+    assert_eq!(
+        poll_n(&mut earliest, 1, Duration::from_secs(10)).await[0].offset,
+        0
+    );
+    for c in [earliest, latest, none] {
+        c.close().await.unwrap();
+    }
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_loop_keeps_up_with_a_producer() {
+    const N: usize = 200_000;
+    let mut b = common::broker(&[("num.partitions", "2")]).await;
+    produce(&b.bootstrap, "stream", 0, 1).await;
+    let bootstrap = b.bootstrap.clone();
+    let producer = tokio::spawn(async move {
+        let p = Producer::from_properties([
+            ("bootstrap.servers", bootstrap.as_str()),
+            ("linger.ms", "5"),
+            ("batch.size", "65536"),
+        ])
+        .unwrap();
+        let mut futures = Vec::new();
+        for i in 0..N - 1 {
+            let rec = ProducerRecord::new("stream").value(format!("{i:08}"));
+            futures.push(p.send(rec).await.unwrap());
+        }
+        for f in futures {
+            f.await.unwrap();
+        }
+        p.close(Duration::from_secs(10)).await.unwrap();
+    });
+    let mut c = consumer(&b.bootstrap, &[("fetch.max.wait.ms", "50")]);
+    c.assign([tp("stream", 0), tp("stream", 1)]).unwrap();
+    c.seek_to_beginning(&[]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut next: BTreeMap<i32, i64> = BTreeMap::new();
+    let mut total = 0;
+    while total < N {
+        assert!(
+            Instant::now() < deadline,
+            "only {total} of {N} records arrived"
+        );
+        for r in c.poll(Duration::from_millis(100)).await.unwrap() {
+            let expected = next.entry(r.partition).or_insert(0);
+            assert_eq!(
+                r.offset, *expected,
+                "partition {} in order, once",
+                r.partition
+            );
+            *expected += 1;
+            total += 1;
+        }
+    }
+    producer.await.unwrap();
+    assert!(c.poll(Duration::from_millis(200)).await.unwrap().is_empty());
+    let ends = c
+        .end_offsets(&[tp("stream", 0), tp("stream", 1)])
+        .await
+        .unwrap();
+    assert_eq!(ends.values().sum::<i64>() as usize, N);
+    c.close().await.unwrap();
+    b.stop().await;
+}
+
+// ---- the assignors ----
+
+fn parts(v: &[(&str, i32)]) -> BTreeMap<String, i32> {
+    v.iter().map(|(t, n)| (t.to_string(), *n)).collect()
+}
+
+fn assigned(v: &[(&str, i32)]) -> Vec<TopicPartition> {
+    v.iter().map(|(t, p)| tp(t, *p)).collect()
+}
+
+#[test]
+fn range_matches_kafka() {
+    // Two members, one topic of three partitions: [0, 1] and [2].
+    let members = vec![
+        MemberSubscription::new("c1", &["t"]),
+        MemberSubscription::new("c0", &["t"]),
+    ];
+    let out = RangeAssignor.assign(&parts(&[("t", 3)]), &members);
+    assert_eq!(out["c0"], assigned(&[("t", 0), ("t", 1)]));
+    assert_eq!(out["c1"], assigned(&[("t", 2)]));
+    // Per topic: RangeAssignorTest.testTwoConsumersTwoTopicsSixPartitions.
+    let members = vec![
+        MemberSubscription::new("consumer1", &["t1", "t2"]),
+        MemberSubscription::new("consumer2", &["t1", "t2"]),
+    ];
+    let out = RangeAssignor.assign(&parts(&[("t1", 3), ("t2", 3)]), &members);
+    assert_eq!(
+        out["consumer1"],
+        assigned(&[("t1", 0), ("t1", 1), ("t2", 0), ("t2", 1)])
+    );
+    assert_eq!(out["consumer2"], assigned(&[("t1", 2), ("t2", 2)]));
+    // Only subscribers of a topic share it; more members than partitions leaves some idle.
+    let members = vec![
+        MemberSubscription::new("a", &["t1"]),
+        MemberSubscription::new("b", &["t1", "t2"]),
+        MemberSubscription::new("c", &["t1"]),
+    ];
+    let out = RangeAssignor.assign(&parts(&[("t1", 2), ("t2", 2), ("unused", 5)]), &members);
+    assert_eq!(out["a"], assigned(&[("t1", 0)]));
+    assert_eq!(out["b"], assigned(&[("t1", 1), ("t2", 0), ("t2", 1)]));
+    assert_eq!(out["c"], assigned(&[]));
+    // Static members come first, ordered by instance id.
+    let mut s = MemberSubscription::new("zzz", &["t"]);
+    s.group_instance_id = Some("instance".into());
+    let out = RangeAssignor.assign(
+        &parts(&[("t", 3)]),
+        &[MemberSubscription::new("aaa", &["t"]), s],
+    );
+    assert_eq!(out["zzz"], assigned(&[("t", 0), ("t", 1)]));
+    assert_eq!(out["aaa"], assigned(&[("t", 2)]));
+    // A topic that does not exist gets nobody anything.
+    let out = RangeAssignor.assign(&parts(&[]), &[MemberSubscription::new("a", &["t"])]);
+    assert_eq!(out["a"], assigned(&[]));
+}
+
+#[test]
+fn round_robin_matches_kafka() {
+    // RoundRobinAssignorTest.testTwoConsumersTwoTopicsSixPartitions.
+    let members = vec![
+        MemberSubscription::new("consumer1", &["t1", "t2"]),
+        MemberSubscription::new("consumer2", &["t1", "t2"]),
+    ];
+    let out = RoundRobinAssignor.assign(&parts(&[("t1", 3), ("t2", 3)]), &members);
+    assert_eq!(
+        out["consumer1"],
+        assigned(&[("t1", 0), ("t1", 2), ("t2", 1)])
+    );
+    assert_eq!(
+        out["consumer2"],
+        assigned(&[("t1", 1), ("t2", 0), ("t2", 2)])
+    );
+    // testMultipleConsumersMixedTopics.
+    let members = vec![
+        MemberSubscription::new("consumer1", &["t1"]),
+        MemberSubscription::new("consumer2", &["t1", "t2"]),
+        MemberSubscription::new("consumer3", &["t1"]),
+    ];
+    let out = RoundRobinAssignor.assign(&parts(&[("t1", 3), ("t2", 2)]), &members);
+    assert_eq!(out["consumer1"], assigned(&[("t1", 0)]));
+    assert_eq!(
+        out["consumer2"],
+        assigned(&[("t1", 1), ("t2", 0), ("t2", 1)])
+    );
+    assert_eq!(out["consumer3"], assigned(&[("t1", 2)]));
+}
+
+fn counts(out: &BTreeMap<String, Vec<TopicPartition>>) -> Vec<usize> {
+    out.values().map(Vec::len).collect()
+}
+
+#[test]
+fn cooperative_sticky_is_balanced_and_sticky_and_moves_in_two_steps() {
+    let topics = parts(&[("t", 6)]);
+    // Fresh group: balanced.
+    let fresh = vec![
+        MemberSubscription::new("a", &["t"]),
+        MemberSubscription::new("b", &["t"]),
+        MemberSubscription::new("c", &["t"]),
+    ];
+    let out = CooperativeStickyAssignor.assign(&topics, &fresh);
+    assert_eq!(counts(&out), vec![2, 2, 2]);
+    // Stable membership: nothing moves.
+    let owning: Vec<MemberSubscription> = fresh
+        .iter()
+        .map(|m| {
+            let owned: Vec<(&str, i32)> = out[&m.member_id]
+                .iter()
+                .map(|p| ("t", p.partition))
+                .collect();
+            m.clone().owning(&owned, 3)
+        })
+        .collect();
+    let again = CooperativeStickyAssignor.assign(&topics, &owning);
+    assert_eq!(again, out, "sticky");
+
+    // "a" owns everything, "b" joins: first round, "a" keeps 3 and nobody gets the 3 that
+    // move (a must revoke them first); second round, "b" gets them.
+    let all6: Vec<(&str, i32)> = (0..6).map(|p| ("t", p)).collect();
+    let first = CooperativeStickyAssignor.assign(
+        &topics,
+        &[
+            MemberSubscription::new("a", &["t"]).owning(&all6, 5),
+            MemberSubscription::new("b", &["t"]),
+        ],
+    );
+    assert_eq!(first["a"].len(), 3);
+    assert!(
+        first["b"].is_empty(),
+        "moved partitions wait for their revocation"
+    );
+    let kept: Vec<(&str, i32)> = first["a"].iter().map(|p| ("t", p.partition)).collect();
+    let second = CooperativeStickyAssignor.assign(
+        &topics,
+        &[
+            MemberSubscription::new("a", &["t"]).owning(&kept, 6),
+            MemberSubscription::new("b", &["t"]),
+        ],
+    );
+    assert_eq!(second["a"], first["a"], "a keeps what it kept");
+    assert_eq!(second["b"].len(), 3);
+    let union: BTreeSet<TopicPartition> = second.values().flatten().cloned().collect();
+    assert_eq!(union.len(), 6);
+
+    // A member leaves: its partitions go to the others, who keep their own.
+    let out = CooperativeStickyAssignor.assign(
+        &topics,
+        &[
+            MemberSubscription::new("a", &["t"]).owning(&[("t", 0), ("t", 1)], 7),
+            MemberSubscription::new("c", &["t"]).owning(&[("t", 4), ("t", 5)], 7),
+        ],
+    );
+    assert!(out["a"].starts_with(&assigned(&[("t", 0), ("t", 1)])));
+    assert!(out["c"].ends_with(&assigned(&[("t", 4), ("t", 5)])));
+    assert_eq!(counts(&out), vec![3, 3]);
+
+    // A stale claim (older generation) loses to a current one.
+    let out = CooperativeStickyAssignor.assign(
+        &parts(&[("t", 2)]),
+        &[
+            MemberSubscription::new("a", &["t"]).owning(&[("t", 0), ("t", 1)], 8),
+            MemberSubscription::new("b", &["t"]).owning(&[("t", 0)], 3),
+        ],
+    );
+    assert!(out["a"].contains(&tp("t", 0)));
+    assert!(out["b"].is_empty(), "t-1 moves from a to b next round");
+}
+
+/// A partition whose next batch is larger than what a response has room for left must
+/// still be read: the consumer lists it first in a later request, where the broker sends a
+/// whole batch however large (KIP-74), while another partition has plenty of small records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_larger_than_the_fetch_limits_is_read_next_to_a_busy_partition() {
+    let b = common::broker(&[("num.partitions", "2")]).await;
+    let topic = "wide";
+    produce(&b.bootstrap, topic, 0, 3000).await;
+    let p = Producer::from_properties([
+        ("bootstrap.servers", b.bootstrap.as_str()),
+        ("max.request.size", "200000"),
+    ])
+    .unwrap();
+    for i in 0..3 {
+        let value = vec![b'a' + i; 50_000];
+        p.send_and_wait(ProducerRecord::new(topic).partition(1).value(value))
+            .await
+            .unwrap();
+    }
+    p.close(Duration::from_secs(5)).await.unwrap();
+
+    let mut c = consumer(
+        &b.bootstrap,
+        &[
+            ("fetch.max.bytes", "4000"),
+            ("max.partition.fetch.bytes", "4000"),
+        ],
+    );
+    c.assign([tp(topic, 0), tp(topic, 1)]).unwrap();
+    c.seek_to_beginning(&[]).unwrap();
+    let got = poll_n(&mut c, 3003, Duration::from_secs(30)).await;
+    let big: Vec<&ConsumerRecord> = got.iter().filter(|r| r.partition == 1).collect();
+    assert_eq!(big.len(), 3, "every large record of partition 1");
+    assert!(big
+        .iter()
+        .all(|r| r.value.as_ref().is_some_and(|v| v.len() == 50_000)));
+    assert_eq!(got.len(), 3003);
+}
