@@ -1,6 +1,7 @@
 //! `weir`: one binary for the broker, the clients and the tools. This file only parses
 //! arguments and hands each subcommand to its module; the work lives in the libraries.
 
+mod bench;
 mod cli;
 mod consume;
 mod dump_log;
@@ -39,6 +40,8 @@ enum Command {
     Consume(consume::Args),
     /// Create, delete, list, describe and alter topics.
     Topics(topics::Args),
+    /// Measure throughput and latency: produce, consume, or end to end.
+    Bench(bench::Args),
     /// List, describe and delete consumer groups, and reset their offsets.
     Groups(groups::Args),
 }
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
         Command::Produce(args) => produce::run(args),
         Command::Consume(args) => consume::run(args),
         Command::Topics(args) => topics::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::Groups(args) => groups::run(args),
     }
 }

@@ -821,3 +821,175 @@ fn consume_fails_clearly() {
         text(&out.stderr)
     );
 }
+
+/// The last line of `weir bench ... --json`: the contract scripts read.
+fn bench_json(out: &Output) -> serde_json::Value {
+    let stdout = ok(out);
+    let last = stdout.lines().last().unwrap_or_default();
+    let v: serde_json::Value =
+        serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    for key in [
+        "records",
+        "seconds",
+        "records_per_sec",
+        "mb_per_sec",
+        "cpu_seconds",
+    ] {
+        assert!(v[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {v}");
+    }
+    for q in ["p50", "p99", "p999", "max"] {
+        assert!(
+            v["latency_ms"][q].as_f64().is_some_and(|x| x > 0.0),
+            "{q} in {v}"
+        );
+    }
+    let l = &v["latency_ms"];
+    assert!(l["p50"].as_f64() <= l["p99"].as_f64() && l["p99"].as_f64() <= l["max"].as_f64());
+    v
+}
+
+#[test]
+fn bench_measures_against_its_own_broker_or_a_given_one() {
+    // No --bootstrap: a broker of its own, started and stopped by the bench.
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("latency.svg");
+    let v = bench_json(&weir(
+        &[
+            "bench",
+            "produce",
+            "--topic",
+            "b",
+            "--records",
+            "20000",
+            "--record-size",
+            "50",
+            "--partitions",
+            "2",
+            "--producers",
+            "2",
+            "--json",
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+        b"",
+    ));
+    assert_eq!(v["records"], 20000);
+    assert!(v["broker_cpu_seconds"].as_f64().is_some());
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawn.contains("<svg") && drawn.contains("percentile"));
+
+    let s = serve();
+    let b = s.bootstrap.as_str();
+    let v = bench_json(&weir(
+        &[
+            "bench",
+            "produce",
+            "--bootstrap",
+            b,
+            "--topic",
+            "w",
+            "--records",
+            "5000",
+            "--acks",
+            "1",
+            "--compression",
+            "lz4",
+            "--rate",
+            "10000",
+            "--json",
+        ],
+        b"",
+    ));
+    assert_eq!(v["records"], 5000);
+    // Paced at 10,000/s, 5,000 records take about half a second.
+    assert!(v["seconds"].as_f64().unwrap() >= 0.45, "{v}");
+    assert!(v.get("broker_cpu_seconds").is_none());
+    let v = bench_json(&weir(
+        &[
+            "bench",
+            "consume",
+            "--bootstrap",
+            b,
+            "--topic",
+            "w",
+            "--records",
+            "5000",
+            "--json",
+        ],
+        b"",
+    ));
+    assert_eq!(v["records"], 5000);
+    let v = bench_json(&weir(
+        &[
+            "bench",
+            "e2e",
+            "--bootstrap",
+            b,
+            "--topic",
+            "lat",
+            "--rate",
+            "500",
+            "--seconds",
+            "1",
+            "--json",
+        ],
+        b"",
+    ));
+    assert_eq!(v["records"], 500);
+
+    // Asking for more than the topic holds fails after the idle timeout, clearly.
+    let out = weir(
+        &[
+            "bench",
+            "consume",
+            "--bootstrap",
+            b,
+            "--topic",
+            "w",
+            "--records",
+            "6000",
+            "--timeout-ms",
+            "500",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("only 5000 of 6000 records arrived"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = weir(
+        &[
+            "bench",
+            "e2e",
+            "--bootstrap",
+            b,
+            "--topic",
+            "x",
+            "--rate",
+            "0",
+            "--seconds",
+            "1",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let out = weir(
+        &[
+            "bench",
+            "produce",
+            "--bootstrap",
+            b,
+            "--topic",
+            "x",
+            "--records",
+            "1",
+            "--plot",
+            "out.png",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains(".svg"), "{}", text(&out.stderr));
+}
