@@ -88,7 +88,7 @@ async fn assign_and_poll_every_codec_exactly_once_in_order() {
         let mut futures = Vec::new();
         let mut sent = Vec::new();
         for i in 0..2000u32 {
-            let mut rec = ProducerRecord::new(&topic).value(format!("{codec}-{i}"));
+            let mut rec = ProducerRecord::new(topic.as_str()).value(format!("{codec}-{i}"));
             if i % 7 != 0 {
                 rec = rec.key(format!("key-{}", i % 40));
             }

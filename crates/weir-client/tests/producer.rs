@@ -22,7 +22,7 @@ async fn every_acknowledged_record_lands_once_in_order_in_every_codec() {
         .unwrap();
         let mut futures = Vec::new();
         for i in 0..3000 {
-            let rec = ProducerRecord::new(&topic)
+            let rec = ProducerRecord::new(topic.as_str())
                 .key(format!("key-{}", i % 50))
                 .value(format!("{codec}-{i}"))
                 .header("n", Some(i.to_string()));
@@ -178,15 +178,15 @@ async fn a_batch_the_broker_finds_too_large_is_split_so_only_the_big_record_fail
         // One lingering batch: small, big, small.
         let start = Instant::now();
         let first = p
-            .send(ProducerRecord::new(&topic).value("a"))
+            .send(ProducerRecord::new(topic.as_str()).value("a"))
             .await
             .unwrap();
         let big = p
-            .send(ProducerRecord::new(&topic).value(vec![b'x'; 600]))
+            .send(ProducerRecord::new(topic.as_str()).value(vec![b'x'; 600]))
             .await
             .unwrap();
         let last = p
-            .send(ProducerRecord::new(&topic).value("c"))
+            .send(ProducerRecord::new(topic.as_str()).value("c"))
             .await
             .unwrap();
         assert_eq!(first.await.unwrap().offset, 0);

@@ -649,7 +649,7 @@ async fn produce(a: ProduceArgs) -> anyhow::Result<()> {
                     pace(start, i, rate).await;
                 }
                 let value = values[(i as usize + k) % values.len()].clone();
-                let mut record = ProducerRecord::new(&*topic);
+                let mut record = ProducerRecord::new(topic.clone());
                 record.value = Some(value);
                 let sent_at = Instant::now();
                 let (tally, latency, done) = (tally.clone(), latency.clone(), done.clone());
@@ -749,8 +749,9 @@ async fn fill(bootstrap: &str, topic: &str, n: u64, size: usize) -> anyhow::Resu
     ])
     .map_err(|e| anyhow!("{e}"))?;
     let failed = Arc::new(AtomicU64::new(0));
+    let topic: Arc<str> = topic.into();
     for i in 0..n {
-        let mut record = ProducerRecord::new(topic);
+        let mut record = ProducerRecord::new(topic.clone());
         record.value = Some(values[i as usize % values.len()].clone());
         let f = failed.clone();
         producer
@@ -965,12 +966,13 @@ async fn e2e(a: E2eArgs) -> anyhow::Result<()> {
         .map(|i| b'a' + (i % 26) as u8)
         .collect();
     let start = Instant::now();
+    let topic: Arc<str> = a.topic.as_str().into();
     for i in 0..total {
         pace(start, i, a.rate).await;
         let mut value = Vec::with_capacity(a.record_size);
         value.extend_from_slice(&(base.elapsed().as_nanos() as u64).to_be_bytes());
         value.extend_from_slice(&filler);
-        let mut record = ProducerRecord::new(&a.topic);
+        let mut record = ProducerRecord::new(topic.clone());
         record.value = Some(value.into());
         let t = tally.clone();
         producer

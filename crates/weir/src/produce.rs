@@ -93,6 +93,7 @@ async fn produce(args: Args, settings: Vec<(String, String)>) -> ExitCode {
     // runtime's worker, so waiting for input never holds up the producer's I/O.
     let mut stdin = std::io::BufReader::with_capacity(1 << 16, std::io::stdin().lock());
     let mut line = Vec::new();
+    let topic: std::sync::Arc<str> = args.topic.as_str().into();
     let mut number = 0u64;
     let mut stopped: Option<String> = None;
     loop {
@@ -113,7 +114,7 @@ async fn produce(args: Args, settings: Vec<(String, String)>) -> ExitCode {
                 line.pop();
             }
         }
-        let mut record = ProducerRecord::new(&args.topic);
+        let mut record = ProducerRecord::new(topic.clone());
         match sep {
             Some(sep) => match find(&line, sep) {
                 Some(at) => {

@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -14,7 +15,9 @@ use crate::error::{ClientError, Result};
 /// A record to send.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerRecord {
-    pub topic: String,
+    /// Shared: an application sending many records to one topic clones an `Arc<str>`
+    /// rather than allocating the name for every record.
+    pub topic: Arc<str>,
     /// A fixed partition; otherwise the partitioner chooses.
     pub partition: Option<i32>,
     pub key: Option<Bytes>,
@@ -25,7 +28,7 @@ pub struct ProducerRecord {
 }
 
 impl ProducerRecord {
-    pub fn new(topic: impl Into<String>) -> Self {
+    pub fn new(topic: impl Into<Arc<str>>) -> Self {
         ProducerRecord {
             topic: topic.into(),
             ..Default::default()
