@@ -85,7 +85,7 @@ impl ProducerBatch {
         let tp = self.tp.clone();
         for (i, t) in self.thunks.into_iter().enumerate() {
             let meta = RecordMetadata {
-                topic: tp.topic.to_string(),
+                topic: tp.topic.clone(),
                 partition: tp.partition,
                 offset: if base_offset >= 0 {
                     base_offset + i as i64

@@ -66,7 +66,8 @@ impl ProducerRecord {
 /// Where a record went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordMetadata {
-    pub topic: String,
+    /// Shared with every record of the batch: acknowledging a record allocates nothing.
+    pub topic: Arc<str>,
     pub partition: i32,
     /// -1 with acks=0 (the broker does not say).
     pub offset: i64,
