@@ -577,7 +577,15 @@ impl PartitionLog {
                 remove_if_exists(&p)?;
             }
         } else {
-            self.active().on_become_inactive()?;
+            let everything_flushed = self.recovery_point >= self.log_end_offset;
+            let old = self.active();
+            old.on_become_inactive()?;
+            if everything_flushed {
+                // Its log is durable and the recovery point moves past it with the roll, so
+                // recovery will not rebuild its indexes: they must be durable now (a later
+                // flush starts at the new segment).
+                old.flush_indexes()?;
+            }
         }
         let seg = LogSegment::open(&self.dir, new_base, &self.config, true, "", now_ms)?;
         self.segments.insert(new_base, seg);
@@ -604,8 +612,13 @@ impl PartitionLog {
             .range(..=self.recovery_point)
             .next_back()
             .map_or(i64::MIN, |(b, _)| *b);
-        for (_, seg) in self.segments.range(from..offset.max(from + 1)) {
-            seg.flush()?;
+        let active = self.active_base();
+        for (base, seg) in self.segments.range(from..offset.max(from + 1)) {
+            if *base == active {
+                seg.flush_log()?;
+            } else {
+                seg.flush()?;
+            }
         }
         self.flush_time.record(start.elapsed().as_micros() as u64);
         if offset > self.recovery_point {

@@ -735,6 +735,19 @@ impl LogSegment {
     /// Durably writes the `.log` file (and the indexes).
     pub fn flush(&self) -> io::Result<()> {
         self.log.file.sync_data()?;
+        self.flush_indexes()
+    }
+
+    /// Durably writes the `.log` file only. Enough for the active segment: after an unclean
+    /// shutdown, recovery rebuilds the indexes of the segment holding the recovery point and
+    /// of every later one, so syncing them too would only double the disk writes of an
+    /// fsync-per-batch topic.
+    pub fn flush_log(&self) -> io::Result<()> {
+        self.log.file.sync_data()
+    }
+
+    /// Durably writes the offset and time indexes.
+    pub fn flush_indexes(&self) -> io::Result<()> {
         self.offset_index.flush()?;
         self.time_index.flush()
     }
