@@ -25,4 +25,4 @@ pub use consumer::{
     TimestampType, TopicPartition,
 };
 pub use error::{ClientError, Result};
-pub use producer::{DeliveryFuture, Producer, ProducerRecord, RecordMetadata};
+pub use producer::{DeliveryFuture, DeliveryListener, Producer, ProducerRecord, RecordMetadata};

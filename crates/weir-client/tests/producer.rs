@@ -207,3 +207,47 @@ async fn a_batch_the_broker_finds_too_large_is_split_so_only_the_big_record_fail
     }
     b.stop().await;
 }
+
+/// Collects what a `DeliveryListener` is told.
+#[derive(Default)]
+struct Reports(std::sync::Mutex<Vec<(u64, weir_client::Result<weir_client::RecordMetadata>)>>);
+
+impl weir_client::DeliveryListener for Reports {
+    fn on_delivery(&self, token: u64, result: weir_client::Result<weir_client::RecordMetadata>) {
+        self.0.lock().unwrap().push((token, result));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_hears_of_every_record_once_with_its_token() {
+    let b = common::broker(&[("num.partitions", "2")]).await;
+    let reports = std::sync::Arc::new(Reports::default());
+    let listener: std::sync::Arc<dyn weir_client::DeliveryListener> = reports.clone();
+    let p = Producer::from_properties([
+        ("bootstrap.servers", b.bootstrap.as_str()),
+        ("max.request.size", "2000"),
+    ])
+    .unwrap();
+    let topic: std::sync::Arc<str> = "heard".into();
+    for i in 0..5000u64 {
+        let rec = ProducerRecord::new(topic.clone())
+            .partition((i % 2) as i32)
+            .value(format!("v{i}"));
+        p.send_with_listener(rec, &listener, i).await.unwrap();
+    }
+    p.flush().await.unwrap();
+    p.close(Duration::from_secs(5)).await.unwrap();
+    let mut got = std::mem::take(&mut *reports.0.lock().unwrap());
+    got.sort_by_key(|(t, _)| *t);
+    assert_eq!(got.len(), 5000);
+    let mut next = [0i64; 2];
+    for (i, (token, r)) in got.iter().enumerate() {
+        assert_eq!(*token, i as u64);
+        let m = r.as_ref().unwrap();
+        assert_eq!(&*m.topic, "heard");
+        assert_eq!(m.partition as u64, i as u64 % 2);
+        // Tokens in send order meet offsets in send order, per partition.
+        assert_eq!(m.offset, next[m.partition as usize]);
+        next[m.partition as usize] += 1;
+    }
+}

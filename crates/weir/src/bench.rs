@@ -30,7 +30,9 @@ use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use weir_client::admin::{Admin, NewTopic};
-use weir_client::{Consumer, Producer, ProducerRecord, TopicPartition};
+use weir_client::{
+    Consumer, DeliveryListener, Producer, ProducerRecord, RecordMetadata, TopicPartition,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -581,6 +583,37 @@ async fn pace(start: Instant, sent: u64, rate: f64) {
     }
 }
 
+/// What the producers' acknowledgements add up to: counts, the first error, and the
+/// send-to-acknowledgement latency of each record (its token is its send time).
+struct Acks {
+    base: Instant,
+    tally: Tally,
+    latency: Mutex<Histogram<u64>>,
+    done: AtomicU64,
+}
+
+impl DeliveryListener for Acks {
+    fn on_delivery(&self, sent_at: u64, result: weir_client::Result<RecordMetadata>) {
+        match result {
+            Ok(_) => {
+                let now = self.base.elapsed().as_nanos() as u64;
+                let us = (now.saturating_sub(sent_at) / 1000).max(1);
+                if let Ok(mut h) = self.latency.lock() {
+                    h.saturating_record(us);
+                }
+                self.tally.acked.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.tally.failed.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut f) = self.tally.first_error.lock() {
+                    f.get_or_insert_with(|| e.to_string());
+                }
+            }
+        }
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 #[derive(Default)]
 struct Tally {
     acked: AtomicU64,
@@ -621,8 +654,13 @@ async fn produce(a: ProduceArgs) -> anyhow::Result<()> {
         .map(|_| Producer::from_properties(props.clone()).map_err(|e| usage(e.to_string())))
         .collect::<anyhow::Result<Vec<_>>>()?;
 
-    let tally = Arc::new(Tally::default());
-    let latency = Arc::new(Mutex::new(histogram()));
+    let outcomes = Arc::new(Acks {
+        base: Instant::now(),
+        tally: Tally::default(),
+        latency: Mutex::new(histogram()),
+        done: AtomicU64::new(0),
+    });
+    let listener: Arc<dyn DeliveryListener> = outcomes.clone();
     let done = Arc::new(AtomicU64::new(0));
     let bar = progress(a.records, done.clone());
     let topic: Arc<str> = a.topic.as_str().into();
@@ -631,17 +669,26 @@ async fn produce(a: ProduceArgs) -> anyhow::Result<()> {
     let broker_cpu0 = own.as_ref().and_then(OwnBroker::cpu_seconds);
     let start = Instant::now();
     let mut tasks = Vec::new();
+    // Copies the acknowledged count to the progress bar's counter.
+    let ticker = {
+        let (outcomes, done) = (outcomes.clone(), done.clone());
+        tokio::spawn(async move {
+            loop {
+                done.store(outcomes.done.load(Ordering::Relaxed), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
     for (k, producer) in producers.into_iter().enumerate() {
         // Records k, k+K, k+2K, ... go through producer k.
         let share =
             a.records / a.producers as u64 + u64::from((k as u64) < a.records % a.producers as u64);
         let rate = a.rate.map(|r| r / a.producers as f64);
-        let (tally, latency, done, topic, values) = (
-            tally.clone(),
-            latency.clone(),
-            done.clone(),
+        let (listener, topic, values, base) = (
+            listener.clone(),
             topic.clone(),
             values.clone(),
+            outcomes.base,
         );
         tasks.push(tokio::spawn(async move {
             for i in 0..share {
@@ -651,27 +698,10 @@ async fn produce(a: ProduceArgs) -> anyhow::Result<()> {
                 let value = values[(i as usize + k) % values.len()].clone();
                 let mut record = ProducerRecord::new(topic.clone());
                 record.value = Some(value);
-                let sent_at = Instant::now();
-                let (tally, latency, done) = (tally.clone(), latency.clone(), done.clone());
+                // The token is the send time, so the listener can tell each latency.
+                let sent_at = base.elapsed().as_nanos() as u64;
                 let r = producer
-                    .send_with_callback(record, move |r| {
-                        match r {
-                            Ok(_) => {
-                                let us = sent_at.elapsed().as_micros() as u64;
-                                if let Ok(mut h) = latency.lock() {
-                                    h.saturating_record(us.max(1));
-                                }
-                                tally.acked.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Err(e) => {
-                                tally.failed.fetch_add(1, Ordering::Relaxed);
-                                if let Ok(mut f) = tally.first_error.lock() {
-                                    f.get_or_insert_with(|| e.to_string());
-                                }
-                            }
-                        }
-                        done.fetch_add(1, Ordering::Relaxed);
-                    })
+                    .send_with_listener(record, &listener, sent_at)
                     .await;
                 if let Err(e) = r {
                     let _ = producer.close(Duration::from_secs(5)).await;
@@ -700,11 +730,13 @@ async fn produce(a: ProduceArgs) -> anyhow::Result<()> {
         .and_then(OwnBroker::cpu_seconds)
         .zip(broker_cpu0)
         .map(|(b, b0)| b - b0);
+    ticker.abort();
     done.store(u64::MAX, Ordering::Relaxed);
     let _ = bar.await;
     if let Some(e) = failure {
         return Err(e);
     }
+    let tally = &outcomes.tally;
     let failed = tally.failed.load(Ordering::Relaxed);
     if failed > 0 {
         let first = tally
@@ -719,7 +751,10 @@ async fn produce(a: ProduceArgs) -> anyhow::Result<()> {
     let bytes: u64 = (0..acked)
         .map(|i| values[i as usize % values.len()].len() as u64)
         .sum::<u64>();
-    let latency = std::mem::replace(&mut *latency.lock().unwrap(), histogram());
+    let latency = std::mem::replace(
+        &mut *outcomes.latency.lock().unwrap_or_else(|p| p.into_inner()),
+        histogram(),
+    );
     let outcome = Outcome {
         mode: "produce",
         records: acked,

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use weir_client::{Producer, ProducerRecord};
+use weir_client::{DeliveryListener, Producer, ProducerRecord, RecordMetadata};
 
 use crate::cli::ClientArgs;
 
@@ -41,6 +41,22 @@ struct Outcome {
     acked: AtomicU64,
     failed: AtomicU64,
     first_error: Mutex<Option<String>>,
+}
+
+impl DeliveryListener for Outcome {
+    fn on_delivery(&self, line: u64, result: weir_client::Result<RecordMetadata>) {
+        match result {
+            Ok(_) => {
+                self.acked.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut first) = self.first_error.lock() {
+                    first.get_or_insert_with(|| format!("line {line}: {e}"));
+                }
+            }
+        }
+    }
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -88,6 +104,7 @@ async fn produce(args: Args, settings: Vec<(String, String)>) -> ExitCode {
         Err(e) => return usage(&e.to_string()),
     };
     let outcome = Arc::new(Outcome::default());
+    let listener: Arc<dyn DeliveryListener> = outcome.clone();
     let sep = args.key_separator.as_deref().map(str::as_bytes);
     // Plain blocking reads: this future runs on the calling thread (block_on), not on the
     // runtime's worker, so waiting for input never holds up the producer's I/O.
@@ -132,20 +149,7 @@ async fn produce(args: Args, settings: Vec<(String, String)>) -> ExitCode {
             None => record.value = Some(Bytes::copy_from_slice(&line)),
         }
         record.partition = args.partition;
-        let o = outcome.clone();
-        let sent = producer
-            .send_with_callback(record, move |r| match r {
-                Ok(_) => {
-                    o.acked.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    o.failed.fetch_add(1, Ordering::Relaxed);
-                    if let Ok(mut first) = o.first_error.lock() {
-                        first.get_or_insert_with(|| e.to_string());
-                    }
-                }
-            })
-            .await;
+        let sent = producer.send_with_listener(record, &listener, number).await;
         if let Err(e) = sent {
             stopped = Some(format!("record {number} was not sent: {e}"));
             break;
