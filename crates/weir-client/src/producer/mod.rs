@@ -153,8 +153,22 @@ impl Producer {
             .collect();
         let key = record.key.as_deref();
         let value = record.value.as_deref();
-        let size = weir_record::RECORD_BATCH_OVERHEAD
-            + weir_record::record::record_size(i32::MAX, i64::MAX, key, value, &headers);
+        // An upper bound first (the varints of a record take at most 36 bytes, 10 per
+        // header): the exact size is computed only for a record near a limit.
+        let bound = weir_record::RECORD_BATCH_OVERHEAD
+            + 36
+            + key.map_or(0, <[u8]>::len)
+            + value.map_or(0, <[u8]>::len)
+            + headers
+                .iter()
+                .map(|h| 10 + h.key.len() + h.value.map_or(0, <[u8]>::len))
+                .sum::<usize>();
+        let size = if bound <= inner.cfg.max_request_size.min(inner.cfg.buffer_memory) {
+            bound
+        } else {
+            weir_record::RECORD_BATCH_OVERHEAD
+                + weir_record::record::record_size(i32::MAX, i64::MAX, key, value, &headers)
+        };
         if size > inner.cfg.max_request_size {
             return Err(ClientError::RecordTooLarge {
                 size,
