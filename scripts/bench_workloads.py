@@ -12,8 +12,10 @@ the same run, round by round (the machine is shared and noisy: medians of the ro
   W4  consume from the beginning of one partition, page cache warm: 100 B and 1 KiB.
   W5  end to end at half of W1's rate (acks=1), and at half of W3's (fsync).
 
-Not measured yet: W4 with a cold page cache, W6 (1,000 partitions, 100 producers), start-up
-with 1,000 partitions, recovery of a 1 GB segment after kill -9.
+  W6  1,000 partitions, 100 producers; then start-up after a clean shutdown and after
+      kill -9 (recovering every unflushed active segment, W4's 1 GB ones among them).
+
+Not measured yet: W4 with a cold page cache.
 
     bench_workloads.py WEIR CEILING [ROUNDS]
 env: W1_RECORDS (3000000), W4_MB (1024 per record size), W5_SECONDS (10)
@@ -21,6 +23,7 @@ env: W1_RECORDS (3000000), W4_MB (1024 per record size), W5_SECONDS (10)
 import json
 import os
 import platform
+import re
 import socket
 import statistics
 import subprocess
@@ -66,26 +69,46 @@ def peak_rss_mb(pid):
 
 class Serve:
     def __init__(self, work):
+        self.work = work
         self.port = free_port()
         self.bootstrap = "127.0.0.1:%d" % self.port
-        self.log = open(os.path.join(work, "serve.log"), "w")
+        self.starts = 0
+        self.start()
+
+    def start(self):
+        """Starts weir serve; returns the seconds until it accepts clients (the listener is
+        bound before the logs are loaded, so the log line says when it is ready, not a
+        successful connect)."""
+        self.starts += 1
+        path = os.path.join(self.work, "serve-%d.log" % self.starts)
+        self.log = open(path, "w")
+        t0 = time.time()
         self.proc = subprocess.Popen(
-            [WEIR, "serve", "--listen", self.bootstrap, "--data-dir", os.path.join(work, "data")],
-            stdout=subprocess.DEVNULL, stderr=self.log)
-        for _ in range(300):
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
+            [WEIR, "serve", "--listen", self.bootstrap, "--data-dir",
+             os.path.join(self.work, "data")],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        while time.time() - t0 < 600:
+            with open(path) as f:
+                if "accepting Kafka clients" in f.read():
+                    return time.time() - t0
+            if self.proc.poll() is not None:
+                sys.exit("weir serve exited: %s" % open(path).read()[-2000:])
+            time.sleep(0.01)
         sys.exit("weir serve did not start")
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait(30)
 
     def cpu(self):
         return cpu_of(self.proc.pid)
 
     def stop(self):
+        """SIGTERM and wait; returns the seconds the clean shutdown took."""
+        t0 = time.time()
         self.proc.terminate()
-        self.proc.wait(30)
+        self.proc.wait(900)
+        return time.time() - t0
 
 
 def weir(*args, check=True):
@@ -221,7 +244,27 @@ def main():
         r["w5_fsync"].append(bench(serve, "e2e", "--topic", "w5f-%d" % rnd, "--rate",
                                    "%.0f" % frate, "--seconds", str(W5_SECONDS), "--acks", "all",
                                    "--record-size", "1024"))
-    serve.stop()
+    # W6: many partitions and many producers against the 8-partition W1 figure.
+    log("W6: 1,000 partitions, 100 producers")
+    r["w6"] = [bench(serve, "produce", "--topic", "w6", "--records", str(W1_RECORDS),
+                     "--record-size", "100", "--acks", "1", "--partitions", "1000",
+                     "--producers", "100")]
+    broker_rss_w6 = peak_rss_mb(serve.proc.pid)
+    # Disk use, not apparent size: index files are preallocated sparse.
+    data_gb = int(subprocess.run(["du", "-sk", os.path.join(work, "data")], capture_output=True,
+                                 text=True).stdout.split()[0]) / 1e6
+    partitions = sum(1 for d in os.listdir(os.path.join(work, "data")) if "-" in d)
+    # Start-up after a clean shutdown, then recovery after kill -9 (no flush since the
+    # writes: with Kafka's defaults the recovery point moves only at a roll, so every
+    # active segment is scanned, among them W4's 1 GB ones).
+    first_stop = serve.stop()
+    clean_start = serve.start()
+    serve.kill9()
+    crash_start = serve.start()
+    recovery_log = open(os.path.join(work, "serve-%d.log" % serve.starts)).read()
+    m = re.search(r"recovered_segments=(\d+)", recovery_log)
+    recovered = int(m.group(1)) if m else -1
+    last_stop = serve.stop()
     subprocess.run(["rm", "-rf", work])
 
     rate = lambda k: med([x["records_per_sec"] for x in r[k]])
@@ -271,6 +314,15 @@ def main():
                   yes(p("w5_fsync", "p99") < 3)))
     out.append("| Broker peak RSS during W1 | %.1f MB | – | – | < 100 MB | %s |"
                % (broker_rss_w1, yes(broker_rss_w1 < 100)))
+    w6 = rate("w6")
+    out.append("| W6 1,000 partitions, 100 producers (1 run) | %.0f rec/s, %.2f of W1 at 8 partitions; broker peak RSS %.0f MB | – | – | ≥ 0.70 of 8 partitions | %s |"
+               % (w6, w6 / w18, broker_rss_w6, yes(w6 / w18 >= 0.7)))
+    out.append("| Start-up after a clean shutdown (%d partitions, %.1f GB) | %.2f s | – | – | – | – |"
+               % (partitions, data_gb, clean_start))
+    out.append("| Start-up after kill -9 (%d segments recovered, W4's two 1 GB ones among them) | %.2f s | – | – | – | – |"
+               % (recovered, crash_start))
+    out.append("| Clean shutdown (SIGTERM) of that broker: after the run / after the recovery | %.2f s / %.2f s | – | – | – | – |"
+               % (first_stop, last_stop))
     out.append("")
     kc = r["w1_kcat"]
     out.append(
@@ -286,9 +338,8 @@ def main():
     out.append(
         "Settings: W1 %d records per run, batch.size=16384, linger.ms=5; W2 %d events of "
         "gen_events.py (300 MB); W3 30,000 records per run; W4 %d MB per record size, one "
-        "partition; W5 %.0f s per run. Not measured yet: W4 with a cold page cache, W6 (1,000 "
-        "partitions, 100 producers), start-up with 1,000 partitions, recovery of a 1 GB segment "
-        "after kill -9." % (W1_RECORDS, n_events, W4_MB, W5_SECONDS))
+        "partition; W5 %.0f s per run. Not measured yet: W4 with a cold page cache (dropping the "
+        "page cache needs root and disturbs the shared machine)." % (W1_RECORDS, n_events, W4_MB, W5_SECONDS))
     out.append("")
     out.append("Machine: %s, %d cores, %s. Reproduce: `./scripts/bench-workloads.sh`."
                % (platform.machine(), os.cpu_count(), platform.platform()))

@@ -599,8 +599,8 @@ impl LogSegment {
         &mut self,
         mut on_entry: impl FnMut(&LogEntry<'_>),
     ) -> io::Result<RecoveryResult> {
-        self.offset_index.reset();
-        self.time_index.reset();
+        self.offset_index.reset()?;
+        self.time_index.reset()?;
         self.offset_index.resize(self.max_index_size)?;
         self.time_index.resize(self.max_index_size)?;
         let mut valid_bytes: u64 = 0;
@@ -646,7 +646,13 @@ impl LogSegment {
                     offset: last,
                 };
             }
-            if valid_bytes - last_index_entry > interval {
+            // Recovery sees every batch while the write path indexed whole appends (several
+            // batches each), so a rebuild can want more entries than the segment had room
+            // for when it rolled. The indexes are sparse: past a full one, lookups scan on.
+            if valid_bytes - last_index_entry > interval
+                && !offset_index.is_full()
+                && !time_index.is_full()
+            {
                 offset_index.append(last, valid_bytes as u32)?;
                 time_index.maybe_append(max_ts.timestamp, max_ts.offset, false)?;
                 last_index_entry = valid_bytes;
