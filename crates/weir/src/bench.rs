@@ -594,22 +594,14 @@ struct Acks {
 
 impl DeliveryListener for Acks {
     fn on_delivery(&self, sent_at: u64, result: weir_client::Result<RecordMetadata>) {
-        match result {
-            Ok(_) => {
-                let now = self.base.elapsed().as_nanos() as u64;
-                let us = (now.saturating_sub(sent_at) / 1000).max(1);
-                if let Ok(mut h) = self.latency.lock() {
-                    h.saturating_record(us);
-                }
-                self.tally.acked.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(e) => {
-                self.tally.failed.fetch_add(1, Ordering::Relaxed);
-                if let Ok(mut f) = self.tally.first_error.lock() {
-                    f.get_or_insert_with(|| e.to_string());
-                }
+        if result.is_ok() {
+            let now = self.base.elapsed().as_nanos() as u64;
+            let us = (now.saturating_sub(sent_at) / 1000).max(1);
+            if let Ok(mut h) = self.latency.lock() {
+                h.saturating_record(us);
             }
         }
+        self.tally.count(&result);
         self.done.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -619,6 +611,51 @@ struct Tally {
     acked: AtomicU64,
     failed: AtomicU64,
     first_error: Mutex<Option<String>>,
+}
+
+impl Tally {
+    fn count(&self, result: &weir_client::Result<RecordMetadata>) {
+        match result {
+            Ok(_) => {
+                self.acked.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut f) = self.first_error.lock() {
+                    f.get_or_insert_with(|| e.to_string());
+                }
+            }
+        }
+    }
+
+    /// An error naming how many of `total` records failed, and the first failure.
+    fn check(&self, total: u64) -> anyhow::Result<()> {
+        let failed = self.failed.load(Ordering::Relaxed);
+        if failed == 0 {
+            return Ok(());
+        }
+        let first = self
+            .first_error
+            .lock()
+            .ok()
+            .and_then(|f| f.clone())
+            .unwrap_or_default();
+        bail!("{failed} of {total} records failed (first: {first})")
+    }
+}
+
+impl DeliveryListener for Tally {
+    fn on_delivery(&self, _token: u64, result: weir_client::Result<RecordMetadata>) {
+        self.count(&result);
+    }
+}
+
+/// CPU seconds our own broker used since `before`.
+fn broker_cpu_since(own: &Option<OwnBroker>, before: Option<f64>) -> Option<f64> {
+    own.as_ref()
+        .and_then(OwnBroker::cpu_seconds)
+        .zip(before)
+        .map(|(now, before)| now - before)
 }
 
 async fn produce(a: ProduceArgs) -> anyhow::Result<()> {
@@ -725,29 +762,15 @@ async fn produce(a: ProduceArgs) -> anyhow::Result<()> {
     }
     let seconds = start.elapsed().as_secs_f64();
     let cpu = own_cpu_seconds() - cpu0;
-    let broker_cpu = own
-        .as_ref()
-        .and_then(OwnBroker::cpu_seconds)
-        .zip(broker_cpu0)
-        .map(|(b, b0)| b - b0);
+    let broker_cpu = broker_cpu_since(&own, broker_cpu0);
     ticker.abort();
     done.store(u64::MAX, Ordering::Relaxed);
     let _ = bar.await;
     if let Some(e) = failure {
         return Err(e);
     }
-    let tally = &outcomes.tally;
-    let failed = tally.failed.load(Ordering::Relaxed);
-    if failed > 0 {
-        let first = tally
-            .first_error
-            .lock()
-            .ok()
-            .and_then(|f| f.clone())
-            .unwrap_or_default();
-        bail!("{failed} of {} records failed (first: {first})", a.records);
-    }
-    let acked = tally.acked.load(Ordering::Relaxed);
+    outcomes.tally.check(a.records)?;
+    let acked = outcomes.tally.acked.load(Ordering::Relaxed);
     let bytes: u64 = (0..acked)
         .map(|i| values[i as usize % values.len()].len() as u64)
         .sum::<u64>();
@@ -783,18 +806,14 @@ async fn fill(bootstrap: &str, topic: &str, n: u64, size: usize) -> anyhow::Resu
         ("linger.ms", "5"),
     ])
     .map_err(|e| anyhow!("{e}"))?;
-    let failed = Arc::new(AtomicU64::new(0));
+    let tally = Arc::new(Tally::default());
+    let listener: Arc<dyn DeliveryListener> = tally.clone();
     let topic: Arc<str> = topic.into();
     for i in 0..n {
         let mut record = ProducerRecord::new(topic.clone());
         record.value = Some(values[i as usize % values.len()].clone());
-        let f = failed.clone();
         producer
-            .send_with_callback(record, move |r| {
-                if r.is_err() {
-                    f.fetch_add(1, Ordering::Relaxed);
-                }
-            })
+            .send_with_listener(record, &listener, i)
             .await
             .map_err(|e| anyhow!("filling the topic: {e}"))?;
     }
@@ -803,10 +822,7 @@ async fn fill(bootstrap: &str, topic: &str, n: u64, size: usize) -> anyhow::Resu
         .close(Duration::from_secs(30))
         .await
         .map_err(|e| anyhow!("{e}"))?;
-    match failed.load(Ordering::Relaxed) {
-        0 => Ok(()),
-        k => bail!("filling the topic: {k} of {n} records failed"),
-    }
+    tally.check(n).context("filling the topic")
 }
 
 async fn consume(a: ConsumeArgs) -> anyhow::Result<()> {
@@ -870,11 +886,7 @@ async fn consume(a: ConsumeArgs) -> anyhow::Result<()> {
     }
     let seconds = start.elapsed().as_secs_f64();
     let cpu = own_cpu_seconds() - cpu0;
-    let broker_cpu = own
-        .as_ref()
-        .and_then(OwnBroker::cpu_seconds)
-        .zip(broker_cpu0)
-        .map(|(b, b0)| b - b0);
+    let broker_cpu = broker_cpu_since(&own, broker_cpu0);
     done.store(u64::MAX, Ordering::Relaxed);
     let _ = bar.await;
     let _ = consumer.close_with_timeout(Duration::from_secs(5)).await;
@@ -997,6 +1009,7 @@ async fn e2e(a: E2eArgs) -> anyhow::Result<()> {
     });
 
     let tally = Arc::new(Tally::default());
+    let listener: Arc<dyn DeliveryListener> = tally.clone();
     let filler: Vec<u8> = (0..a.record_size - 8)
         .map(|i| b'a' + (i % 26) as u8)
         .collect();
@@ -1009,19 +1022,8 @@ async fn e2e(a: E2eArgs) -> anyhow::Result<()> {
         value.extend_from_slice(&filler);
         let mut record = ProducerRecord::new(topic.clone());
         record.value = Some(value.into());
-        let t = tally.clone();
         producer
-            .send_with_callback(record, move |r| match r {
-                Ok(_) => {
-                    t.acked.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    t.failed.fetch_add(1, Ordering::Relaxed);
-                    if let Ok(mut f) = t.first_error.lock() {
-                        f.get_or_insert_with(|| e.to_string());
-                    }
-                }
-            })
+            .send_with_listener(record, &listener, i)
             .await
             .map_err(|e| anyhow!("record {i} was not sent: {e}"))?;
     }
@@ -1033,23 +1035,10 @@ async fn e2e(a: E2eArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow!("consuming: {e}"))?;
     let seconds = start.elapsed().as_secs_f64();
     let cpu = own_cpu_seconds() - cpu0;
-    let broker_cpu = own
-        .as_ref()
-        .and_then(OwnBroker::cpu_seconds)
-        .zip(broker_cpu0)
-        .map(|(b, b0)| b - b0);
+    let broker_cpu = broker_cpu_since(&own, broker_cpu0);
     done.store(u64::MAX, Ordering::Relaxed);
     let _ = bar.await;
-    let failed = tally.failed.load(Ordering::Relaxed);
-    if failed > 0 {
-        let first = tally
-            .first_error
-            .lock()
-            .ok()
-            .and_then(|f| f.clone())
-            .unwrap_or_default();
-        bail!("{failed} of {total} records failed (first: {first})");
-    }
+    tally.check(total)?;
     if n < total {
         bail!("{total} records were acknowledged but only {n} arrived at the consumer");
     }
