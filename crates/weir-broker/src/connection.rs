@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 
 use crate::apis;
 use crate::broker::Broker;
+use crate::outgoing::Outgoing;
 
 /// What a handler knows about the request it serves.
 #[derive(Debug, Clone)]
@@ -40,10 +41,11 @@ fn kib(bytes: usize) -> u32 {
 pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, listener: Arc<str>) {
     let _ = stream.set_nodelay(true);
     let (rd, mut wr) = stream.into_split();
-    let (tx, mut rx) = mpsc::channel::<Bytes>(32);
+    let (tx, mut rx) = mpsc::channel::<Outgoing>(32);
     let writer = tokio::spawn(async move {
         while let Some(frame) = rx.recv().await {
-            if wr.write_all(&frame).await.is_err() {
+            if let Err(e) = frame.write_to(&mut wr).await {
+                tracing::debug!(%peer, "closing a connection: writing a response failed: {e}");
                 break;
             }
         }
@@ -142,7 +144,7 @@ async fn handle_frame(
     mut frame: Bytes,
     peer: SocketAddr,
     listener: &Arc<str>,
-) -> Result<Option<Bytes>, String> {
+) -> Result<Option<Outgoing>, String> {
     let api_key_raw = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
@@ -160,7 +162,7 @@ async fn handle_frame(
                 correlation_id,
                 &ResponseKind::ApiVersions(resp),
             )
-            .map(Some);
+            .map(|b| Some(Outgoing::Frame(b)));
         }
         return Err(format!("{api_key:?} v{version} is not supported"));
     }
@@ -184,13 +186,11 @@ async fn handle_frame(
     let started = std::time::Instant::now();
     let response = apis::handle(broker, &ctx, request).await?;
     crate::metrics::request_done(api_key, started.elapsed());
-    match response {
-        None => Ok(None),
-        Some(r) => encode(api_key, version, correlation_id, &r).map(Some),
-    }
+    Ok(response)
 }
 
-fn encode(
+/// One response frame: the size prefix, the response header, the body.
+pub(crate) fn encode(
     api_key: ApiKey,
     version: i16,
     correlation_id: i32,

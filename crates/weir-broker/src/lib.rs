@@ -5,7 +5,8 @@
 //! produce, consume and use consumer groups against it unchanged.
 //!
 //! - [`server`]: listeners and connection limits; [`connection`]: framing, in-order
-//!   responses, one task per connection.
+//!   responses, one task per connection; [`outgoing`]: responses on their way out, fetched
+//!   records sent from the segment files with sendfile.
 //! - [`apis`]: one module per API family, and the table of versions served.
 //! - [`broker`]: the shared state (log manager, topics, groups, producer ids).
 //! - [`group`]: Kafka's classic consumer-group protocol, offsets in `__consumer_offsets`.
@@ -20,6 +21,7 @@ pub mod config;
 pub mod connection;
 pub mod group;
 pub mod metrics;
+pub mod outgoing;
 pub mod server;
 pub mod topics;
 

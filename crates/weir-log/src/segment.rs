@@ -48,6 +48,13 @@ pub struct FileSlice {
 }
 
 impl FileSlice {
+    pub fn new(file: Arc<File>, position: u64, len: usize) -> FileSlice {
+        FileSlice {
+            file,
+            position,
+            len,
+        }
+    }
     pub fn file(&self) -> &Arc<File> {
         &self.file
     }

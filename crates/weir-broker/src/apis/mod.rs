@@ -8,7 +8,8 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestKind, ResponseKind};
 
 use crate::broker::Broker;
-use crate::connection::RequestContext;
+use crate::connection::{encode, RequestContext};
+use crate::outgoing::Outgoing;
 
 mod admin;
 mod fetch;
@@ -71,23 +72,26 @@ pub fn api_versions_response() -> ApiVersionsResponse {
     r
 }
 
-/// Routes a request. `Ok(None)` means no response is due (acks=0 produce); `Err` closes
-/// the connection (only for requests that break the protocol itself).
+/// Routes a request and encodes its response. `Ok(None)` means no response is due (acks=0
+/// produce); `Err` closes the connection (only for requests that break the protocol
+/// itself).
 pub async fn handle(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     request: RequestKind,
-) -> Result<Option<ResponseKind>, String> {
+) -> Result<Option<Outgoing>, String> {
     let v = ctx.version;
     let response = match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions_response()),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::metadata(broker, ctx, r)),
-        RequestKind::Produce(r) => {
-            return Ok(produce::produce(broker, ctx, r)
-                .await
-                .map(ResponseKind::Produce))
+        RequestKind::Produce(r) => match produce::produce(broker, ctx, r).await {
+            Some(r) => ResponseKind::Produce(r),
+            None => return Ok(None),
+        },
+        RequestKind::Fetch(r) => {
+            let reply = fetch::fetch(broker, ctx, r).await;
+            return fetch::encode(reply, v, ctx.correlation_id).map(Some);
         }
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::fetch(broker, ctx, r).await),
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(offsets::list_offsets(broker, ctx, r))
         }
@@ -157,7 +161,7 @@ pub async fn handle(
             ))
         }
     };
-    Ok(Some(response))
+    encode(ctx.api_key, v, ctx.correlation_id, &response).map(|b| Some(Outgoing::Frame(b)))
 }
 
 #[cfg(test)]
