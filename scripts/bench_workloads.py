@@ -299,9 +299,13 @@ def main():
                % (w2, w2c, w2 / w2c, yes(w2 / w2c >= 0.6)))
     for k in (1, 5):
         w3, w3c = rate("w3_%d" % k), rate("w3_%d_ceiling" % k)
-        a, b = p99("w3_%d" % k), p99("w3_%d_ceiling" % k)
-        out.append("| W3 1 KiB, acks=all, fsync, %d in flight | %.0f rec/s, p99 %.2f ms | %.0f rec/s, p99 %.2f ms | %.2f (p99 %.1f×) | ≥ 0.70, p99 ≤ 1.5× | %s |"
-                   % (k, w3, a, w3c, b, w3 / w3c, a / b if b else float("nan"),
+        # The ceiling's client times each request (a pre-built batch) from write to ack;
+        # the comparable Weir figure is the Produce request round trip. The record
+        # latency, which adds the wait for a batch to fill and for a free in-flight slot,
+        # is shown beside it.
+        a, b = med([x["request_latency_ms"]["p99"] for x in r["w3_%d" % k]]), p99("w3_%d_ceiling" % k)
+        out.append("| W3 1 KiB, acks=all, fsync, %d in flight | %.0f rec/s, request p99 %.2f ms (record p99 %.2f ms) | %.0f rec/s, request p99 %.2f ms | %.2f (p99 %.1f×) | ≥ 0.70, p99 ≤ 1.5× | %s |"
+                   % (k, w3, a, p99("w3_%d" % k), w3c, b, w3 / w3c, a / b if b else float("nan"),
                       yes(w3 / w3c >= 0.7 and a <= 1.5 * b)))
     out.append("| W4 consume 100 B, warm | %.0f rec/s (%.0f MB/s) | – | – | ≥ 1.5M rec/s | %s |"
                % (rate("w4_100"), mbs("w4_100"), yes(rate("w4_100") >= 1.5e6)))
@@ -337,7 +341,9 @@ def main():
     out.append("")
     out.append(
         "Settings: W1 %d records per run, batch.size=16384, linger.ms=5; W2 %d events of "
-        "gen_events.py (300 MB); W3 30,000 records per run; W4 %d MB per record size, one "
+        "gen_events.py (300 MB); W3 30,000 records per run, its p99 ratio between request "
+        "round trips (`request_latency_ms` of `weir bench produce`, the ceiling's per-batch "
+        "latency being the same measure); W4 %d MB per record size, one "
         "partition; W5 %.0f s per run. Not measured yet: W4 with a cold page cache (dropping the "
         "page cache needs root and disturbs the shared machine)." % (W1_RECORDS, n_events, W4_MB, W5_SECONDS))
     out.append("")

@@ -405,6 +405,9 @@ struct Outcome {
     bytes: u64,
     seconds: f64,
     latency: Histogram<u64>,
+    /// Produce only: the round trips of the Produce requests (without the time records
+    /// waited in their batches), the figure comparable to a request-level load generator.
+    request_latency: Option<Histogram<u64>>,
     cpu_seconds: f64,
     broker_cpu_seconds: Option<f64>,
 }
@@ -435,6 +438,16 @@ impl Outcome {
                 .map(|b| format!(", {b:.2} s in the broker"))
                 .unwrap_or_default()
         );
+        if let Some(h) = &self.request_latency {
+            eprintln!(
+                "Produce requests: {}, round trip p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, max {:.3} ms",
+                h.len(),
+                h.value_at_quantile(0.5) as f64 / 1000.0,
+                h.value_at_quantile(0.99) as f64 / 1000.0,
+                h.value_at_quantile(0.999) as f64 / 1000.0,
+                h.max() as f64 / 1000.0
+            );
+        }
         if let Some(path) = &common.plot {
             plot(path, self.mode, &self.latency)?;
             eprintln!(
@@ -462,6 +475,15 @@ impl Outcome {
             });
             if let Some(b) = self.broker_cpu_seconds {
                 v["broker_cpu_seconds"] = serde_json::json!(round(b, 3));
+            }
+            if let Some(h) = &self.request_latency {
+                let ms = |q: f64| round(h.value_at_quantile(q) as f64 / 1000.0, 3);
+                v["request_latency_ms"] = serde_json::json!({
+                    "p50": ms(0.5),
+                    "p99": ms(0.99),
+                    "p999": ms(0.999),
+                    "max": round(h.max() as f64 / 1000.0, 3),
+                });
             }
             let mut out = std::io::stdout().lock();
             writeln!(out, "{v}")?;
@@ -746,16 +768,21 @@ async fn produce(a: ProduceArgs) -> anyhow::Result<()> {
                 }
             }
             producer.flush().await.map_err(|e| anyhow!("{e}"))?;
+            let requests = producer.request_latency();
             producer
                 .close(Duration::from_secs(30))
                 .await
-                .map_err(|e| anyhow!("{e}"))
+                .map_err(|e| anyhow!("{e}"))?;
+            Ok(requests)
         }));
     }
     let mut failure = None;
+    let mut request_latency = histogram();
     for t in tasks {
         match t.await {
-            Ok(Ok(())) => {}
+            Ok(Ok(h)) => {
+                let _ = request_latency.add(&h);
+            }
             Ok(Err(e)) => failure = failure.or(Some(e)),
             Err(e) => failure = failure.or(Some(anyhow!("a producer task failed: {e}"))),
         }
@@ -784,6 +811,7 @@ async fn produce(a: ProduceArgs) -> anyhow::Result<()> {
         bytes,
         seconds,
         latency,
+        request_latency: (!request_latency.is_empty()).then_some(request_latency),
         cpu_seconds: cpu,
         broker_cpu_seconds: broker_cpu,
     };
@@ -904,6 +932,7 @@ async fn consume(a: ConsumeArgs) -> anyhow::Result<()> {
         bytes,
         seconds,
         latency,
+        request_latency: None,
         cpu_seconds: cpu,
         broker_cpu_seconds: broker_cpu,
     };
@@ -1048,6 +1077,7 @@ async fn e2e(a: E2eArgs) -> anyhow::Result<()> {
         bytes,
         seconds,
         latency,
+        request_latency: None,
         cpu_seconds: cpu,
         broker_cpu_seconds: broker_cpu,
     };

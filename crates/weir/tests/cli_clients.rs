@@ -875,6 +875,11 @@ fn bench_measures_against_its_own_broker_or_a_given_one() {
     ));
     assert_eq!(v["records"], 20000);
     assert!(v["broker_cpu_seconds"].as_f64().is_some());
+    // Produce also times its requests; a request cannot outlast the records it carried.
+    let r = &v["request_latency_ms"];
+    assert!(r["p50"].as_f64().is_some_and(|x| x > 0.0), "{v}");
+    assert!(r["p50"].as_f64() <= r["max"].as_f64(), "{v}");
+    assert!(r["max"].as_f64() <= v["latency_ms"]["max"].as_f64(), "{v}");
     let drawn = std::fs::read_to_string(&svg).unwrap();
     assert!(drawn.contains("<svg") && drawn.contains("percentile"));
 
@@ -901,6 +906,7 @@ fn bench_measures_against_its_own_broker_or_a_given_one() {
         b"",
     ));
     assert_eq!(v["records"], 5000);
+    assert!(v.get("request_latency_ms").is_some(), "{v}");
     // Paced at 10,000/s, 5,000 records take about half a second.
     assert!(v["seconds"].as_f64().unwrap() >= 0.45, "{v}");
     assert!(v.get("broker_cpu_seconds").is_none());

@@ -259,7 +259,12 @@ impl Accumulator {
         };
         {
             let mut q = self.queues();
-            let dq = q.entry(tp.clone()).or_default();
+            // Looked up by reference: the partition's queue exists after its first record,
+            // and cloning the key (an Arc) per record costs two atomic operations.
+            let dq = match q.get_mut(tp) {
+                Some(dq) => dq,
+                None => q.entry(tp.clone()).or_default(),
+            };
             if let Some((full, n)) = Self::try_append(dq, timestamp, key, value, headers) {
                 dq.back_mut()
                     .expect("appended to it")
@@ -307,12 +312,16 @@ impl Accumulator {
             .append(timestamp, key, value, headers)
             .map_err(|e| ClientError::Config(format!("the record cannot be encoded: {e}")))?;
         let appended = builder.uncompressed_records_size();
+        // Room for as many records as fit if they are like this one, so that filling the
+        // batch does not regrow the list (records of 100 bytes: ~150 in 16 KiB).
+        let mut thunks = Vec::with_capacity((capacity / appended.max(1)).clamp(1, 4096));
+        thunks.push(thunk(notifier));
         dq.push_back(ProducerBatch {
             tp: tp.clone(),
             builder: Some(builder),
             bytes: None,
             pooled: capacity,
-            thunks: vec![thunk(notifier)],
+            thunks,
             created: Instant::now(),
             attempts: 0,
             retry_at: None,

@@ -109,6 +109,19 @@ impl Producer {
         &self.inner.cfg
     }
 
+    /// The round trips of the Produce requests answered so far, in microseconds, from
+    /// writing a request to reading its answer: the broker's share of a record's latency,
+    /// without the time the record waited in its batch (Kafka's `request-latency-avg` and
+    /// `-max` metrics, as a whole distribution). acks=0 requests have no answer to time.
+    pub fn request_latency(&self) -> hdrhistogram::Histogram<u64> {
+        self.inner
+            .sender
+            .request_latency
+            .lock()
+            .map(|h| h.clone())
+            .unwrap_or_else(|_| sender::latency_histogram())
+    }
+
     /// Sends a record: returns once it is in a batch (after waiting for metadata and memory
     /// up to `max.block.ms`), with a future that resolves when the broker acknowledged it.
     pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture> {

@@ -50,6 +50,14 @@ pub(crate) struct Sender {
     in_flight: Mutex<HashMap<i32, Arc<Semaphore>>>,
     /// Requests sent and not answered (for flush and close).
     outstanding: Arc<std::sync::atomic::AtomicUsize>,
+    /// Produce request round trips in microseconds, from writing the request to reading
+    /// its answer (Kafka's `request-latency` producer metrics).
+    pub request_latency: Mutex<hdrhistogram::Histogram<u64>>,
+}
+
+/// An empty latency histogram: microseconds up to an hour, 3 significant digits.
+pub(crate) fn latency_histogram() -> hdrhistogram::Histogram<u64> {
+    hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
 }
 
 impl Sender {
@@ -61,6 +69,7 @@ impl Sender {
             idempotence: Mutex::new(None),
             in_flight: Mutex::new(HashMap::new()),
             outstanding: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            request_latency: Mutex::new(latency_histogram()),
         })
     }
 
@@ -315,8 +324,14 @@ impl Sender {
 
     async fn send_batches(&self, node: i32, batches: Vec<ProducerBatch>) {
         let request = self.build_request(&batches);
+        let sent = Instant::now();
         let result = self.produce(node, request).await;
         let now = Instant::now();
+        if matches!(result, Ok(Some(_))) {
+            if let Ok(mut h) = self.request_latency.lock() {
+                h.saturating_record((now - sent).as_micros().max(1) as u64);
+            }
+        }
         match result {
             Err(e) => {
                 // The whole request failed (connection, timeout): every batch may retry.
