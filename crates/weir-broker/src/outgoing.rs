@@ -31,18 +31,22 @@ pub enum Outgoing {
     Parts(Vec<Part>),
 }
 
+impl Part {
+    /// The bytes this piece puts on the wire.
+    pub fn wire_len(&self) -> usize {
+        match self {
+            Part::Bytes(b) => b.len(),
+            Part::File(f) => f.len,
+        }
+    }
+}
+
 impl Outgoing {
     /// The frame's length on the wire, size prefix included.
     pub fn wire_len(&self) -> usize {
         match self {
             Outgoing::Frame(b) => b.len(),
-            Outgoing::Parts(parts) => parts
-                .iter()
-                .map(|p| match p {
-                    Part::Bytes(b) => b.len(),
-                    Part::File(f) => f.len,
-                })
-                .sum(),
+            Outgoing::Parts(parts) => parts.iter().map(Part::wire_len).sum(),
         }
     }
 

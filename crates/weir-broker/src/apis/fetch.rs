@@ -246,6 +246,8 @@ pub fn encode(reply: FetchReply, version: i16, correlation_id: i32) -> Result<Ou
     }
     let flexible = version >= 12;
     let err = |e: anyhow::Error| format!("encoding the Fetch v{version} response failed: {e}");
+    // The first piece stays mutable until the frame's size is known.
+    let mut head: Option<BytesMut> = None;
     let mut parts = Vec::new();
     let mut buf = BytesMut::with_capacity(256);
     buf.put_i32(0); // the frame size, patched below
@@ -280,7 +282,11 @@ pub fn encode(reply: FetchReply, version: i16, correlation_id: i32) -> Result<Ou
             }
             buf.truncate(buf.len() - empty.len());
             put_len(&mut buf, flexible, slice.len);
-            parts.push(Part::Bytes(buf.split().freeze()));
+            let piece = buf.split();
+            match head {
+                None => head = Some(piece),
+                Some(_) => parts.push(Part::Bytes(piece.freeze())),
+            }
             parts.push(Part::File(slice.clone()));
             if flexible {
                 buf.put_u8(0); // the partition's tagged fields: none
@@ -293,17 +299,18 @@ pub fn encode(reply: FetchReply, version: i16, correlation_id: i32) -> Result<Ou
     if flexible {
         buf.put_u8(0); // the response's tagged fields
     }
-    parts.push(Part::Bytes(buf.freeze()));
-    let mut out = Outgoing::Parts(parts);
-    let size = out.wire_len() - 4;
-    let size = i32::try_from(size).map_err(|_| format!("a fetch response of {size} bytes"))?;
-    if let Outgoing::Parts(parts) = &mut out {
-        if let Some(Part::Bytes(first)) = parts.first_mut() {
-            let mut patched = BytesMut::from(&first[..]);
-            patched[..4].copy_from_slice(&size.to_be_bytes());
-            *first = patched.freeze();
+    let mut head = match head {
+        Some(h) => {
+            parts.push(Part::Bytes(buf.freeze()));
+            h
         }
-    }
+        None => buf, // no file ranges: the whole frame is one piece
+    };
+    let size = head.len() - 4 + parts.iter().map(Part::wire_len).sum::<usize>();
+    let size = i32::try_from(size).map_err(|_| format!("a fetch response of {size} bytes"))?;
+    head[..4].copy_from_slice(&size.to_be_bytes());
+    parts.insert(0, Part::Bytes(head.freeze()));
+    let out = Outgoing::Parts(parts);
     crate::metrics::bytes_out(out.wire_len());
     Ok(out)
 }
@@ -444,6 +451,27 @@ mod tests {
                 decoded.responses[1].partitions[0].records.as_deref(),
                 Some(&data[4..304 + 1])
             );
+        }
+    }
+
+    #[test]
+    fn a_response_without_file_ranges_is_one_piece_and_still_kafka_protocols_bytes() {
+        let file = Arc::new(tempfile::tempfile().unwrap());
+        for v in [4, 11, 12] {
+            let mut r = reply(&file, v);
+            for slices in &mut r.records {
+                slices.iter_mut().for_each(|s| *s = None);
+            }
+            let expected = crate::connection::encode(
+                ApiKey::Fetch,
+                v,
+                9,
+                &ResponseKind::Fetch(r.response.clone()),
+            )
+            .unwrap();
+            let out = encode(r, v, 9).unwrap();
+            assert!(matches!(&out, Outgoing::Parts(p) if p.len() == 1), "v{v}");
+            assert_eq!(out.to_bytes().unwrap(), expected, "Fetch v{v}");
         }
     }
 
