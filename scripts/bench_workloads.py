@@ -246,9 +246,11 @@ def main():
                                    "--record-size", "1024"))
     # W6: many partitions and many producers against the 8-partition W1 figure.
     log("W6: 1,000 partitions, 100 producers")
+    # Three runs into the same topic, the median reported as for the other workloads; the
+    # first one also pays for creating the 1,000 partitions' files and is shown apart.
     r["w6"] = [bench(serve, "produce", "--topic", "w6", "--records", str(W1_RECORDS),
                      "--record-size", "100", "--acks", "1", "--partitions", "1000",
-                     "--producers", "100")]
+                     "--producers", "100") for _ in range(3)]
     broker_rss_w6 = peak_rss_mb(serve.proc.pid)
     # Disk use, not apparent size: index files are preallocated sparse.
     data_gb = int(subprocess.run(["du", "-sk", os.path.join(work, "data")], capture_output=True,
@@ -319,8 +321,9 @@ def main():
     out.append("| Broker peak RSS during W1 | %.1f MB | – | – | < 100 MB | %s |"
                % (broker_rss_w1, yes(broker_rss_w1 < 100)))
     w6 = rate("w6")
-    out.append("| W6 1,000 partitions, 100 producers (1 run) | %.0f rec/s, %.2f of W1 at 8 partitions; broker peak RSS %.0f MB | – | – | ≥ 0.70 of 8 partitions | %s |"
-               % (w6, w6 / w18, broker_rss_w6, yes(w6 / w18 >= 0.7)))
+    w6_first = r["w6"][0]["records_per_sec"]
+    out.append("| W6 1,000 partitions, 100 producers | %.0f rec/s, %.2f of W1 at 8 partitions (first run, into the new topic: %.0f rec/s, %.2f); broker peak RSS %.0f MB | – | – | ≥ 0.70 of 8 partitions | %s |"
+               % (w6, w6 / w18, w6_first, w6_first / w18, broker_rss_w6, yes(w6 / w18 >= 0.7)))
     out.append("| Start-up after a clean shutdown (%d partitions, %.1f GB) | %.2f s | – | – | – | – |"
                % (partitions, data_gb, clean_start))
     out.append("| Start-up after kill -9 (%d segments recovered, W4's two 1 GB ones among them) | %.2f s | – | – | – | – |"

@@ -169,7 +169,15 @@ pub(crate) struct Accumulator {
     pub wake_sender: Notify,
     /// Wakes flushes (a batch completed).
     pub batch_done: Notify,
+    /// Batches queued per partition of each topic, as the sender's last `ready` pass saw
+    /// them: what the adaptive partitioner weighs when it switches partitions. Kafka's
+    /// accumulator keeps the same figures (`updatePartitionLoadStats`) from the same pass,
+    /// so that switching costs no walk over every partition's queue.
+    load_stats: Mutex<Arc<LoadStats>>,
 }
+
+/// Per topic, the number of batches queued for each partition (by index).
+type LoadStats = Vec<(Arc<str>, Vec<usize>)>;
 
 /// The largest a batch of one record can be (Kafka's `estimateSizeInBytesUpperBound`).
 fn one_record_batch_size(
@@ -193,6 +201,7 @@ impl Accumulator {
             incomplete: AtomicUsize::new(0),
             wake_sender: Notify::new(),
             batch_done: Notify::new(),
+            load_stats: Mutex::new(Arc::default()),
         }
     }
 
@@ -200,19 +209,21 @@ impl Accumulator {
         self.queues.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Batches waiting per partition of `topic` (for the adaptive partitioner).
+    /// Batches waiting per partition of `topic` (for the adaptive partitioner), as of the
+    /// sender's last pass over the queues.
     pub fn queue_sizes(&self, topic: &Arc<str>, partitions: usize) -> Vec<usize> {
-        let q = self.queues();
-        let mut key = TopicPartition {
-            topic: topic.clone(),
-            partition: 0,
-        };
-        (0..partitions)
-            .map(|p| {
-                key.partition = p as i32;
-                q.get(&key).map_or(0, |d| d.len())
-            })
-            .collect()
+        let stats = self
+            .load_stats
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default();
+        let mut sizes = vec![0; partitions];
+        if let Some((_, queued)) = stats.iter().find(|(t, _)| **t == **topic) {
+            for (size, q) in sizes.iter_mut().zip(queued) {
+                *size = *q;
+            }
+        }
+        sizes
     }
 
     fn try_append(
@@ -342,7 +353,26 @@ impl Accumulator {
             || self.pool.queued() > 0;
         let q = self.queues();
         let mut out = ReadyCheck::default();
+        let mut stats: LoadStats = Vec::new();
+        // Partitions of one topic share its name's Arc, so rows are found by the Arc's
+        // address; names are compared only the first time an address is seen.
+        let mut rows: HashMap<*const u8, usize, foldhash::fast::RandomState> = HashMap::default();
         for (tp, dq) in q.iter() {
+            let row = *rows.entry(tp.topic.as_ptr()).or_insert_with(|| {
+                match stats.iter().position(|(t, _)| *t == tp.topic) {
+                    Some(i) => i,
+                    None => {
+                        stats.push((tp.topic.clone(), Vec::new()));
+                        stats.len() - 1
+                    }
+                }
+            });
+            let queued = &mut stats[row].1;
+            let p = tp.partition.max(0) as usize;
+            if queued.len() <= p {
+                queued.resize(p + 1, 0);
+            }
+            queued[p] += dq.len();
             let Some(first) = dq.front() else { continue };
             if let Some(at) = first.retry_at {
                 if at > now {
@@ -361,6 +391,10 @@ impl Accumulator {
             } else {
                 out.next_check = Some(out.next_check.map_or(linger_done, |n| n.min(linger_done)));
             }
+        }
+        drop(q);
+        if let Ok(mut s) = self.load_stats.lock() {
+            *s = Arc::new(stats);
         }
         out
     }
@@ -731,6 +765,25 @@ mod tests {
         let mut unsent = small.queues().get_mut(&tp(1)).unwrap().pop_front().unwrap();
         unsent.bytes = Some(vec![1, 2, 3]);
         assert!(small.split_and_reenqueue(unsent).is_err());
+    }
+
+    #[tokio::test]
+    async fn queue_sizes_are_what_the_last_ready_pass_counted() {
+        // 300-byte records in 512-byte batches: one record per batch.
+        let a = acc(512, 1 << 20, 60_000);
+        for p in [0, 0, 0, 2] {
+            add(&a, p, &[b'v'; 300]).await;
+        }
+        let topic: Arc<str> = "t".into();
+        assert_eq!(a.queue_sizes(&topic, 4), vec![0; 4], "no pass yet");
+        a.ready(Instant::now());
+        // Every `tp(p)` names the topic with an Arc of its own: rows merge by name.
+        assert_eq!(a.queue_sizes(&topic, 4), vec![3, 0, 1, 0]);
+        assert_eq!(a.queue_sizes(&topic, 2), vec![3, 0]);
+        assert_eq!(a.queue_sizes(&"other".into(), 3), vec![0; 3]);
+        a.take(&tp(0), usize::MAX, true, &mut no_producer).unwrap();
+        a.ready(Instant::now());
+        assert_eq!(a.queue_sizes(&topic, 4), vec![2, 0, 1, 0]);
     }
 
     #[tokio::test]
