@@ -139,16 +139,17 @@ impl BuiltInPartitioner {
         }
     }
 
-    /// The partition to use now for `topic`: the sticky one while `available` says it
-    /// has a leader, else a new choice. `queue_sizes` (batches waiting per partition,
-    /// `None` for partitions without a leader) is asked for only when choosing, as
-    /// Kafka's `BuiltInPartitioner` looks at queues only when it switches: this runs for
-    /// every record without a key.
-    pub fn partition(
+    /// The partition to use now for `topic` (of `n` partitions): the sticky one while
+    /// `available` says it has a leader, else a new choice. `load` gives, per partition,
+    /// the batches waiting for it (`None`: no leader); it is asked for only when choosing,
+    /// as Kafka's `BuiltInPartitioner` looks at queues only when it switches: this runs
+    /// for every record without a key.
+    pub fn partition<L: Fn(usize) -> Option<usize>>(
         &self,
         topic: &str,
+        n: usize,
         available: impl Fn(usize) -> bool,
-        queue_sizes: impl FnOnce() -> Vec<Option<usize>>,
+        load: impl FnOnce() -> L,
     ) -> usize {
         let mut topics = match self.topics.lock() {
             Ok(t) => t,
@@ -158,11 +159,11 @@ impl BuiltInPartitioner {
             if available(s.partition) {
                 return s.partition;
             }
-            s.partition = self.next_partition(&queue_sizes());
+            s.partition = self.next_partition(n, &load());
             s.produced_bytes = 0;
             return s.partition;
         }
-        let p = self.next_partition(&queue_sizes());
+        let p = self.next_partition(n, &load());
         topics.insert(
             topic.to_string(),
             StickyState {
@@ -175,13 +176,14 @@ impl BuiltInPartitioner {
 
     /// Counts bytes appended to the sticky partition; switches after `batch.size` bytes when
     /// `batch_full` (the partition's last batch is full), or after twice that regardless.
-    pub fn update(
+    pub fn update<L: Fn(usize) -> Option<usize>>(
         &self,
         topic: &str,
         partition: usize,
         appended_bytes: usize,
         batch_full: bool,
-        queue_sizes: impl FnOnce() -> Vec<Option<usize>>,
+        n: usize,
+        load: impl FnOnce() -> L,
     ) {
         let Ok(mut topics) = self.topics.lock() else {
             return;
@@ -196,7 +198,7 @@ impl BuiltInPartitioner {
         if (s.produced_bytes >= self.sticky_batch_size && batch_full)
             || s.produced_bytes >= 2 * self.sticky_batch_size
         {
-            s.partition = self.next_partition(&queue_sizes());
+            s.partition = self.next_partition(n, &load());
             s.produced_bytes = 0;
         }
     }
@@ -211,34 +213,38 @@ impl BuiltInPartitioner {
         x as usize % n.max(1)
     }
 
-    fn next_partition(&self, queue_sizes: &[Option<usize>]) -> usize {
-        let available: Vec<usize> = (0..queue_sizes.len())
-            .filter(|i| queue_sizes[*i].is_some())
-            .collect();
-        if available.is_empty() {
-            return self.random(queue_sizes.len().max(1));
+    /// A partition with a leader, drawn with weight `longest queue + 1 - its queue` when
+    /// adaptive (so equal queues give a uniform draw), uniformly otherwise. Two passes over
+    /// the partitions and no allocation: at 1,000 partitions this runs once a batch.
+    fn next_partition(&self, n: usize, load: &impl Fn(usize) -> Option<usize>) -> usize {
+        let (mut count, mut longest, mut shortest) = (0usize, 0usize, usize::MAX);
+        for q in (0..n).filter_map(load) {
+            count += 1;
+            longest = longest.max(q);
+            shortest = shortest.min(q);
         }
-        if self.adaptive {
-            let max = available
-                .iter()
-                .filter_map(|i| queue_sizes[*i])
-                .max()
-                .unwrap_or(0);
-            // Weight = max queue + 1 - own queue: equal queues give a uniform draw.
-            let weights: Vec<usize> = available
-                .iter()
-                .map(|i| max + 1 - queue_sizes[*i].unwrap_or(0))
-                .collect();
-            let total: usize = weights.iter().sum();
+        if count == 0 {
+            return self.random(n.max(1));
+        }
+        if self.adaptive && longest > shortest {
+            let weight = |q: usize| longest + 1 - q;
+            let total: usize = (0..n).filter_map(load).map(weight).sum();
             let mut pick = self.random(total);
-            for (i, w) in available.iter().zip(&weights) {
-                if pick < *w {
-                    return *i;
+            for (i, q) in (0..n).filter_map(|i| load(i).map(|q| (i, q))) {
+                if pick < weight(q) {
+                    return i;
                 }
-                pick -= w;
+                pick -= weight(q);
             }
         }
-        available[self.random(available.len())]
+        let mut k = self.random(count);
+        for i in (0..n).filter(|i| load(*i).is_some()) {
+            if k == 0 {
+                return i;
+            }
+            k -= 1;
+        }
+        0
     }
 }
 
@@ -296,9 +302,14 @@ mod tests {
     fn pick(b: &BuiltInPartitioner, queues: &[Option<usize>]) -> usize {
         b.partition(
             "t",
+            queues.len(),
             |p| queues.get(p).is_some_and(Option::is_some),
-            || queues.to_vec(),
+            || load(queues),
         )
+    }
+
+    fn load(queues: &[Option<usize>]) -> impl Fn(usize) -> Option<usize> + '_ {
+        |p| queues.get(p).copied().flatten()
     }
 
     #[test]
@@ -306,17 +317,17 @@ mod tests {
         let b = BuiltInPartitioner::new(1000, true);
         let queues = vec![Some(0); 4];
         let first = pick(&b, &queues);
-        b.update("t", first, 600, true, || queues.clone());
+        b.update("t", first, 600, true, 4, || load(&queues));
         assert_eq!(pick(&b, &queues), first, "under batch.size: stays");
-        b.update("t", first, 600, false, || queues.clone());
+        b.update("t", first, 600, false, 4, || load(&queues));
         assert_eq!(pick(&b, &queues), first, "batch not full yet: stays");
-        b.update("t", first, 900, false, || queues.clone());
+        b.update("t", first, 900, false, 4, || load(&queues));
         // 2100 bytes ≥ 2 × batch.size: switches even though the batch is not full.
         let mut counts = [0usize; 4];
         for _ in 0..4000 {
             let p = pick(&b, &queues);
             counts[p] += 1;
-            b.update("t", p, 2000, true, || queues.clone());
+            b.update("t", p, 2000, true, 4, || load(&queues));
         }
         assert!(
             counts.iter().all(|c| *c > 700),
@@ -328,7 +339,7 @@ mod tests {
         for _ in 0..4000 {
             let p = pick(&b, &queues);
             counts[p] += 1;
-            b.update("t", p, 2000, true, || queues.clone());
+            b.update("t", p, 2000, true, 4, || load(&queues));
         }
         assert_eq!(counts[1], 0);
         assert!(counts[2] < counts[0] / 3, "{counts:?}");

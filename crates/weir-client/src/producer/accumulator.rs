@@ -179,6 +179,21 @@ pub(crate) struct Accumulator {
 /// Per topic, the number of batches queued for each partition (by index).
 type LoadStats = Vec<(Arc<str>, Vec<usize>)>;
 
+/// One topic's row of the load figures.
+pub(crate) struct QueueLoad {
+    stats: Arc<LoadStats>,
+    row: Option<usize>,
+}
+
+impl QueueLoad {
+    /// Batches queued for `partition` (0 if none were, or the topic is new).
+    pub fn queued(&self, partition: usize) -> usize {
+        self.row
+            .and_then(|r| self.stats[r].1.get(partition).copied())
+            .unwrap_or(0)
+    }
+}
+
 /// The largest a batch of one record can be (Kafka's `estimateSizeInBytesUpperBound`).
 fn one_record_batch_size(
     key: Option<&[u8]>,
@@ -211,19 +226,14 @@ impl Accumulator {
 
     /// Batches waiting per partition of `topic` (for the adaptive partitioner), as of the
     /// sender's last pass over the queues.
-    pub fn queue_sizes(&self, topic: &Arc<str>, partitions: usize) -> Vec<usize> {
+    pub fn queue_load(&self, topic: &str) -> QueueLoad {
         let stats = self
             .load_stats
             .lock()
             .map(|s| s.clone())
             .unwrap_or_default();
-        let mut sizes = vec![0; partitions];
-        if let Some((_, queued)) = stats.iter().find(|(t, _)| **t == **topic) {
-            for (size, q) in sizes.iter_mut().zip(queued) {
-                *size = *q;
-            }
-        }
-        sizes
+        let row = stats.iter().position(|(t, _)| &**t == topic);
+        QueueLoad { stats, row }
     }
 
     fn try_append(
@@ -774,16 +784,18 @@ mod tests {
         for p in [0, 0, 0, 2] {
             add(&a, p, &[b'v'; 300]).await;
         }
-        let topic: Arc<str> = "t".into();
-        assert_eq!(a.queue_sizes(&topic, 4), vec![0; 4], "no pass yet");
+        let sizes = |topic: &str, n: usize| {
+            let load = a.queue_load(topic);
+            (0..n).map(|p| load.queued(p)).collect::<Vec<_>>()
+        };
+        assert_eq!(sizes("t", 4), vec![0; 4], "no pass yet");
         a.ready(Instant::now());
         // Every `tp(p)` names the topic with an Arc of its own: rows merge by name.
-        assert_eq!(a.queue_sizes(&topic, 4), vec![3, 0, 1, 0]);
-        assert_eq!(a.queue_sizes(&topic, 2), vec![3, 0]);
-        assert_eq!(a.queue_sizes(&"other".into(), 3), vec![0; 3]);
+        assert_eq!(sizes("t", 4), vec![3, 0, 1, 0]);
+        assert_eq!(sizes("other", 3), vec![0; 3]);
         a.take(&tp(0), usize::MAX, true, &mut no_producer).unwrap();
         a.ready(Instant::now());
-        assert_eq!(a.queue_sizes(&topic, 4), vec![2, 0, 1, 0]);
+        assert_eq!(sizes("t", 4), vec![2, 0, 1, 0]);
     }
 
     #[tokio::test]

@@ -211,13 +211,11 @@ impl Producer {
         let partitions = &entry.info.partitions;
         let n = partitions.len();
         let available = |p: usize| partitions.get(p).is_some_and(|x| x.leader >= 0);
-        let sticky_queues = || -> Vec<Option<usize>> {
-            let sizes = inner.acc.queue_sizes(&entry.name, n);
-            partitions
-                .iter()
-                .zip(sizes)
-                .map(|(p, s)| (p.leader >= 0).then_some(s))
-                .collect()
+        // Batches queued per partition with a leader: asked for only when the sticky
+        // partitioner switches.
+        let sticky_load = || {
+            let load = inner.acc.queue_load(&entry.name);
+            move |p: usize| available(p).then(|| load.queued(p))
         };
         let mut sticky = false;
         let partition = match record.partition {
@@ -234,7 +232,7 @@ impl Producer {
                     sticky = true;
                     inner
                         .sticky
-                        .partition(&record.topic, available, sticky_queues)
+                        .partition(&record.topic, n, available, sticky_load)
                 }
             },
         };
@@ -254,7 +252,7 @@ impl Producer {
         if sticky {
             inner
                 .sticky
-                .update(&record.topic, partition, appended, full, sticky_queues);
+                .update(&record.topic, partition, appended, full, n, sticky_load);
         }
         Ok(())
     }
