@@ -24,6 +24,9 @@ step "real Kafka clients against weir serve (tests/conformance)"
 cargo build --locked -p weir --quiet
 ./scripts/conformance.sh
 
+step "crash consistency: kill -9 under load (tests/crash, short form)"
+./scripts/crash-suite.sh
+
 step "fuzz targets build"
 cargo check --manifest-path fuzz/Cargo.toml --target-dir target/fuzz-check --quiet
 

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The crash-consistency suite (tests/crash/crash_suite.py): kill -9 of a loaded `weir serve`
+# at random moments, then an independent reader checks that every acknowledged record is
+# there exactly once, at its offset, in order, and that committed group offsets survived.
+# Runs both flush modes. The test command runs a short form; a soak is
+#   CYCLES=200 ./scripts/crash-suite.sh
+# env: WEIR (the binary; default target/debug/weir), CYCLES (8 per mode), MODES, SEED.
+# Needs ./scripts/install-test-deps.sh first.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+WEIR=${WEIR:-$root/target/debug/weir}
+PY=$root/.venv/bin/python
+for mode in ${MODES:-page-cache fsync}; do
+  "$PY" "$root/tests/crash/crash_suite.py" "$WEIR" --mode "$mode" --cycles "${CYCLES:-8}" \
+    ${SEED:+--seed "$SEED"}
+done
