@@ -137,14 +137,31 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, lis
     let _ = writer.await;
 }
 
-/// Decodes, handles and encodes one request. `Ok(None)`: no response is due (acks=0);
-/// `Err`: the connection must close.
-async fn handle_frame(
-    broker: &Arc<Broker>,
-    mut frame: Bytes,
-    peer: SocketAddr,
-    listener: &Arc<str>,
-) -> Result<Option<Outgoing>, String> {
+/// A request frame (after its size prefix), decoded.
+// Made once per request and taken apart at once: boxing the large variant would cost an
+// allocation per request for nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Decoded {
+    /// ApiVersions in a version Weir does not serve: answered in v0 with the versions it
+    /// does (Kafka's rule), so the client can pick one.
+    UnsupportedApiVersions { correlation_id: i32 },
+    Request {
+        api_key: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        header: RequestHeader,
+        request: RequestKind,
+    },
+}
+
+/// Decodes a request frame: the API key, version and correlation id, the header, and the
+/// body of any API and version Weir serves. Every input, however hostile, gets a value or
+/// an error (`Err`: the connection must close); this is the fuzz target `request_decode`.
+pub fn decode_request(mut frame: Bytes) -> Result<Decoded, String> {
+    if frame.len() < 8 {
+        return Err(format!("a request frame of {} bytes", frame.len()));
+    }
     let api_key_raw = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
@@ -152,8 +169,34 @@ async fn handle_frame(
         ApiKey::try_from(api_key_raw).map_err(|_| format!("unknown API key {api_key_raw}"))?;
     if !apis::is_supported(api_key, version) {
         if api_key == ApiKey::ApiVersions {
-            // Kafka's rule: answer in v0 with UNSUPPORTED_VERSION and the versions we do
-            // support, so the client can pick one.
+            return Ok(Decoded::UnsupportedApiVersions { correlation_id });
+        }
+        return Err(format!("{api_key:?} v{version} is not supported"));
+    }
+    let header_version = api_key.request_header_version(version);
+    let header = RequestHeader::decode(&mut frame, header_version)
+        .map_err(|e| format!("bad request header: {e}"))?;
+    let request = RequestKind::decode(api_key, &mut frame, version)
+        .map_err(|e| format!("{api_key:?} v{version} could not be decoded: {e}"))?;
+    Ok(Decoded::Request {
+        api_key,
+        version,
+        correlation_id,
+        header,
+        request,
+    })
+}
+
+/// Decodes, handles and encodes one request. `Ok(None)`: no response is due (acks=0);
+/// `Err`: the connection must close.
+async fn handle_frame(
+    broker: &Arc<Broker>,
+    frame: Bytes,
+    peer: SocketAddr,
+    listener: &Arc<str>,
+) -> Result<Option<Outgoing>, String> {
+    let (api_key, version, correlation_id, header, request) = match decode_request(frame)? {
+        Decoded::UnsupportedApiVersions { correlation_id } => {
             let mut resp = apis::api_versions_response();
             resp.error_code = E::UnsupportedVersion.code();
             return encode(
@@ -164,13 +207,14 @@ async fn handle_frame(
             )
             .map(|b| Some(Outgoing::Frame(b)));
         }
-        return Err(format!("{api_key:?} v{version} is not supported"));
-    }
-    let header_version = api_key.request_header_version(version);
-    let header = RequestHeader::decode(&mut frame, header_version)
-        .map_err(|e| format!("bad request header: {e}"))?;
-    let request = RequestKind::decode(api_key, &mut frame, version)
-        .map_err(|e| format!("{api_key:?} v{version} could not be decoded: {e}"))?;
+        Decoded::Request {
+            api_key,
+            version,
+            correlation_id,
+            header,
+            request,
+        } => (api_key, version, correlation_id, header, request),
+    };
     let ctx = RequestContext {
         api_key,
         version,
