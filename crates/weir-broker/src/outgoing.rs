@@ -128,6 +128,9 @@ async fn send_all(tcp: &TcpStream, mut buf: &[u8], more: bool) -> io::Result<()>
     Ok(())
 }
 
+/// sendfile(2) of the whole range. It takes no MSG_NOSIGNAL: a peer that has gone raises
+/// SIGPIPE, which Rust programs ignore (std sets it to SIG_IGN before `main`), so the call
+/// fails with EPIPE and the connection closes.
 async fn sendfile_all(tcp: &TcpStream, slice: &FileSlice) -> io::Result<()> {
     let mut offset = libc::off_t::try_from(slice.position)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file position too large"))?;
