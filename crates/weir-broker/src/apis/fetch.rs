@@ -137,15 +137,17 @@ pub async fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest
     }
 }
 
+/// One partition's answer, its records still a file range.
+type PartitionRead = (PartitionData, Option<FileSlice>);
+
 /// Reads every wanted partition once; returns their data (the records as file ranges), the
 /// bytes found, and whether any partition had an error (which ends long polling, as in
 /// Kafka).
-#[allow(clippy::type_complexity)]
 fn read_all(
     wanted: &[Wanted],
     max_bytes: usize,
     read_committed: bool,
-) -> (Vec<(PartitionData, Option<FileSlice>)>, usize, bool) {
+) -> (Vec<PartitionRead>, usize, bool) {
     let mut out = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
     let mut any_error = false;
@@ -316,7 +318,9 @@ pub fn encode(reply: FetchReply, version: i16, correlation_id: i32) -> Result<Ou
 }
 
 /// A Kafka array or bytes length: INT32 before flexible versions, an unsigned varint of
-/// length + 1 in them.
+/// length + 1 in them. Written here because kafka-protocol keeps its primitive encoders
+/// (`types::UnsignedVarInt` and the rest) private to the crate, and weir-record's varints
+/// are the zigzag kind records use.
 fn put_len(buf: &mut BytesMut, flexible: bool, len: usize) {
     if flexible {
         let mut v = len as u64 + 1;
