@@ -12,6 +12,7 @@ use weir_log::{AppendOrigin, LogConfig, LogManager, TopicPartition};
 use weir_record::{BatchBuilder, Compression, LogEntries, DEFAULT_MAX_DECOMPRESSED_BYTES};
 
 use crate::config::BrokerConfig;
+use crate::connection::RequestMemory;
 use crate::group::{GroupCoordinator, GroupStore};
 use crate::topics::{self, Partition, StoredTopic, Topic, OFFSETS_TOPIC};
 
@@ -63,8 +64,11 @@ pub struct Broker {
     pub groups: Arc<GroupCoordinator>,
     producer_ids: Mutex<ProducerIds>,
     pub shutdown: watch::Sender<bool>,
-    /// Bytes of requests in memory at once, over every connection.
-    pub request_memory: Arc<Semaphore>,
+    /// `queued.max.request.bytes`: request bytes in memory, over every connection.
+    pub request_memory: RequestMemory,
+    /// Appends of compressed batches running at once (one per core), each inflating its
+    /// batch up to `weir_log::MAX_DECOMPRESSED_BYTES` to validate it.
+    pub inflate_slots: Semaphore,
 }
 
 /// Persists group state into `__consumer_offsets`, created on first use.
@@ -193,9 +197,7 @@ impl Broker {
         let groups = GroupCoordinator::new(config.group.clone(), store.clone());
         let producer_ids = reserve_producer_ids(&config.log_dirs[0], 0)?;
         let (shutdown, _) = watch::channel(false);
-        let request_memory = Arc::new(Semaphore::new(
-            config.queued_max_request_bytes.min(Semaphore::MAX_PERMITS),
-        ));
+        let request_memory = RequestMemory::new(config.queued_max_request_bytes);
         let broker = Arc::new(Broker {
             config,
             logs,
@@ -205,6 +207,9 @@ impl Broker {
             producer_ids: Mutex::new(producer_ids),
             shutdown,
             request_memory,
+            inflate_slots: Semaphore::new(
+                std::thread::available_parallelism().map_or(2, |n| n.get()),
+            ),
         });
         let _ = store.broker.set(Arc::downgrade(&broker));
         broker.load_groups()?;

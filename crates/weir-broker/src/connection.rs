@@ -1,20 +1,23 @@
 //! One client connection: Kafka's framing (a 4-byte size, then the request), the request
 //! header, dispatch, and responses written back in request order. Requests are handled one
 //! at a time per connection, as Kafka does, while the next ones are already buffered
-//! (clients pipeline) and the previous response is still being written. A frame that is
+//! (clients pipeline) and the previous responses are still being written. Request bytes
+//! in memory are bounded over all connections by `queued.max.request.bytes`, and the
+//! responses waiting for a client to read them per connection. A frame that is
 //! too large, truncated or undecodable closes this connection and nothing else.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol::ResponseError as E;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::apis;
 use crate::broker::Broker;
@@ -32,97 +35,206 @@ pub struct RequestContext {
     pub listener: Arc<str>,
 }
 
-/// Memory is accounted in KiB permits of the broker's request-memory semaphore.
-fn kib(bytes: usize) -> u32 {
-    bytes.div_ceil(1024).max(1) as u32
+/// The broker's request memory, `queued.max.request.bytes`, counted in KiB: request
+/// frames while they are read and handled. When it is all taken, connections wait before
+/// reading more.
+pub struct RequestMemory {
+    pool: Arc<Semaphore>,
+    total_kib: usize,
+}
+
+impl RequestMemory {
+    pub fn new(bytes: usize) -> RequestMemory {
+        let total_kib = bytes
+            .div_ceil(1024)
+            .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
+        RequestMemory {
+            pool: Arc::new(Semaphore::new(total_kib)),
+            total_kib,
+        }
+    }
+
+    /// Takes `bytes` of the pool, waiting for them; one take larger than the whole pool
+    /// takes all of it. `None` once the pool is closed.
+    pub async fn take(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        let kib = bytes.div_ceil(1024).clamp(1, self.total_kib) as u32;
+        self.pool.clone().acquire_many_owned(kib).await.ok()
+    }
+}
+
+/// Reads for requests smaller than this share one buffer per connection, which may hold
+/// several pipelined requests at once; larger requests get a buffer of their own.
+const READ_CHUNK: usize = 64 * 1024;
+/// The room a connection's first read after a pause makes.
+const FIRST_READ: usize = 8 * 1024;
+/// KiB of responses that may wait for one connection's client to read them; a larger
+/// response waits alone.
+const RESPONSE_QUEUE_KIB: usize = 1024;
+
+/// Why a connection stops reading.
+enum Stop {
+    /// The client closed, or the broker is shutting down.
+    Quiet,
+    Idle,
+    BadSize(i32),
+    Cut,
+}
+
+/// Reads request frames off a connection. It holds no buffer while the connection is
+/// idle, and memory for a frame only as the frame's bytes arrive, so neither ten thousand
+/// idle connections nor clients that announce large frames and send them slowly cost more
+/// than the bytes they have actually sent.
+struct FrameReader {
+    rd: OwnedReadHalf,
+    buf: BytesMut,
+    idle: Duration,
+    max: usize,
+}
+
+impl FrameReader {
+    /// Waits (at most `idle`) for bytes, then reads what has arrived into `buf`, making
+    /// room for `room` bytes if it has none.
+    async fn fill(&mut self, room: usize) -> Result<(), Stop> {
+        loop {
+            match tokio::time::timeout(self.idle, self.rd.readable()).await {
+                Err(_) => return Err(Stop::Idle),
+                Ok(Err(_)) => return Err(Stop::Quiet),
+                Ok(Ok(())) => {}
+            }
+            if self.buf.capacity() == self.buf.len() {
+                self.buf.reserve(room);
+            }
+            match self.rd.try_read_buf(&mut self.buf) {
+                Ok(0) => return Err(Stop::Cut),
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(_) => return Err(Stop::Quiet),
+            }
+        }
+    }
+
+    /// The next request frame (after its size prefix), with the request memory it holds.
+    async fn next(
+        &mut self,
+        memory: &RequestMemory,
+    ) -> Result<(Bytes, OwnedSemaphorePermit), Stop> {
+        while self.buf.len() < 4 {
+            // A small first read: most requests are small, and a closing connection wakes
+            // this too.
+            match self.fill(FIRST_READ).await {
+                // Closed between requests: the normal end of a connection.
+                Err(Stop::Cut) if self.buf.is_empty() => return Err(Stop::Quiet),
+                r => r?,
+            }
+        }
+        let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+        if size < 8 || size as usize > self.max {
+            return Err(Stop::BadSize(size));
+        }
+        let size = size as usize;
+        self.buf.advance(4);
+        if size <= READ_CHUNK || self.buf.len() >= size {
+            let permit = memory.take(size).await.ok_or(Stop::Quiet)?;
+            if self.buf.len() < size {
+                // Room for the rest of this frame, and for what is pipelined behind it.
+                self.buf.reserve(size - self.buf.len() + FIRST_READ);
+            }
+            while self.buf.len() < size {
+                self.fill(READ_CHUNK).await?;
+            }
+            let frame = self.buf.split_to(size).freeze();
+            if self.buf.is_empty() {
+                // Let the allocation go with the frame: an idle connection holds nothing.
+                self.buf = BytesMut::new();
+            }
+            return Ok((frame, permit));
+        }
+        // A large frame grows by doubling as its bytes arrive, taking request memory for
+        // each growth before making it. What the shared buffer holds is all this frame's.
+        let mut frame = std::mem::take(&mut self.buf);
+        let mut permit = memory.take(frame.capacity()).await.ok_or(Stop::Quiet)?;
+        let mut charged = frame.capacity();
+        while frame.len() < size {
+            if frame.len() == frame.capacity() {
+                let grown = (frame.capacity() * 2).clamp(2 * FIRST_READ, size);
+                let more = memory.take(grown - charged).await.ok_or(Stop::Quiet)?;
+                permit.merge(more);
+                frame.reserve(grown - frame.len());
+                charged = grown;
+            }
+            let want = (size - frame.len()) as u64;
+            let read =
+                tokio::time::timeout(self.idle, (&mut self.rd).take(want).read_buf(&mut frame))
+                    .await;
+            match read {
+                Err(_) => return Err(Stop::Idle),
+                Ok(Ok(0)) => return Err(Stop::Cut),
+                Ok(Ok(_)) => {}
+                Ok(Err(_)) => return Err(Stop::Quiet),
+            }
+        }
+        // The shared buffer held less than one frame, so nothing of the next is in `frame`.
+        Ok((frame.freeze(), permit))
+    }
 }
 
 /// Serves one connection until the client goes away, errs, idles out, or the broker stops.
 pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, listener: Arc<str>) {
     let _ = stream.set_nodelay(true);
     let (rd, mut wr) = stream.into_split();
-    let (tx, mut rx) = mpsc::channel::<Outgoing>(32);
+    // Responses wait here until written, holding this connection's response allowance:
+    // a client that stops reading stops being read once RESPONSE_QUEUE bytes wait for it,
+    // as Kafka mutes a connection until its response is sent.
+    let (tx, mut rx) = mpsc::channel::<(Outgoing, OwnedSemaphorePermit)>(32);
+    let allowance = Arc::new(Semaphore::new(RESPONSE_QUEUE_KIB));
     let writer = tokio::spawn(async move {
-        while let Some(frame) = rx.recv().await {
-            if let Err(e) = frame.write_to(&mut wr).await {
+        while let Some((frame, _memory)) = rx.recv().await {
+            // Boxed, like the handlers below: the writer's state is large while it writes.
+            if let Err(e) = Box::pin(frame.write_to(&mut wr)).await {
                 tracing::debug!(%peer, "closing a connection: writing a response failed: {e}");
                 break;
             }
         }
         let _ = wr.shutdown().await;
     });
-    let mut rd = BufReader::with_capacity(64 * 1024, rd);
-    let idle = Duration::from_millis(broker.config.connections_max_idle_ms.max(1));
-    let max = broker.config.socket_request_max_bytes;
+    let mut reader = FrameReader {
+        rd,
+        buf: BytesMut::new(),
+        idle: Duration::from_millis(broker.config.connections_max_idle_ms.max(1)),
+        max: broker.config.socket_request_max_bytes,
+    };
     let mut shutdown = broker.shutdown.subscribe();
     loop {
-        let size = tokio::select! {
-            r = tokio::time::timeout(idle, rd.read_i32()) => match r {
-                Err(_) => {
-                    tracing::debug!(%peer, "closing an idle connection (connections.max.idle.ms)");
-                    break;
-                }
-                Ok(Err(_)) => break, // closed by the client
-                Ok(Ok(n)) => n,
-            },
-            _ = shutdown.changed() => break,
+        let next = tokio::select! {
+            r = reader.next(&broker.request_memory) => r,
+            _ = shutdown.changed() => Err(Stop::Quiet),
         };
-        if size < 8 || size as usize > max {
-            tracing::warn!(%peer, size, max, "closing a connection: request size out of bounds (socket.request.max.bytes)");
-            break;
-        }
-        let size = size as usize;
-        // Read the frame as it arrives, taking request memory chunk by chunk: a client that
-        // announces a large frame and sends it slowly holds only what it has sent.
-        let mut frame = BytesMut::with_capacity(size.min(64 * 1024));
-        let mut permit = None::<tokio::sync::OwnedSemaphorePermit>;
-        let mut ok = true;
-        while frame.len() < size {
-            let chunk = (size - frame.len()).min(256 * 1024);
-            let p = match broker
-                .request_memory
-                .clone()
-                .acquire_many_owned(kib(chunk))
-                .await
-            {
-                Ok(p) => p,
-                Err(_) => {
-                    ok = false;
-                    break;
-                }
-            };
-            match &mut permit {
-                Some(held) => held.merge(p),
-                None => permit = Some(p),
-            }
-            frame.reserve(chunk);
-            let mut limited = (&mut rd).take(chunk as u64);
-            let read = tokio::time::timeout(idle, async {
-                let mut n = 0;
-                while n < chunk {
-                    let got = limited.read_buf(&mut frame).await?;
-                    if got == 0 {
-                        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
-                    }
-                    n += got;
-                }
-                Ok::<_, std::io::Error>(())
-            })
-            .await;
-            if !matches!(read, Ok(Ok(()))) {
-                ok = false;
+        let (frame, permit) = match next {
+            Ok(f) => f,
+            Err(Stop::Quiet) => break,
+            Err(Stop::Idle) => {
+                tracing::debug!(%peer, "closing an idle connection (connections.max.idle.ms)");
                 break;
             }
-        }
-        if !ok {
-            tracing::debug!(%peer, "closing a connection: the request frame was cut short");
-            break;
-        }
-        let response = handle_frame(&broker, frame.freeze(), peer, &listener).await;
+            Err(Stop::BadSize(size)) => {
+                tracing::warn!(%peer, size, max = reader.max, "closing a connection: request size out of bounds (socket.request.max.bytes)");
+                break;
+            }
+            Err(Stop::Cut) => {
+                tracing::debug!(%peer, "closing a connection: the request frame was cut short");
+                break;
+            }
+        };
+        // Boxed: the handlers' state is large, and an idle connection should not carry it.
+        let response = Box::pin(handle_frame(&broker, frame, peer, &listener)).await;
         drop(permit);
         match response {
-            Ok(Some(bytes)) => {
-                if tx.send(bytes).await.is_err() {
+            Ok(Some(out)) => {
+                let kib = out.memory_len().div_ceil(1024).clamp(1, RESPONSE_QUEUE_KIB);
+                let Ok(queued) = allowance.clone().acquire_many_owned(kib as u32).await else {
+                    break;
+                };
+                if tx.send((out, queued)).await.is_err() {
                     break;
                 }
             }

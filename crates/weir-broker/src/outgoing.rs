@@ -50,6 +50,20 @@ impl Outgoing {
         }
     }
 
+    /// The bytes of this frame held in memory until written (file ranges are not).
+    pub fn memory_len(&self) -> usize {
+        match self {
+            Outgoing::Frame(b) => b.len(),
+            Outgoing::Parts(parts) => parts
+                .iter()
+                .map(|p| match p {
+                    Part::Bytes(b) => b.len(),
+                    Part::File(_) => 0,
+                })
+                .sum(),
+        }
+    }
+
     /// The frame as one buffer, file ranges read into memory (tests, and transports that
     /// cannot take sendfile). A file range that has shrunk since the response was built is
     /// an error: the frame's size prefix already counts its bytes.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use weir_broker::{BrokerConfig, RunningBroker};
@@ -490,6 +490,55 @@ async fn pipelined_requests_are_answered_in_order_and_acks_0_gets_no_answer() {
             0
         };
         assert_eq!(ResponseHeader::decode_with_version(&mut f, v), corr);
+    }
+    broker.stop().await.unwrap();
+}
+
+/// Requests small and large (up to 900 KiB, past every read buffer), pipelined and written
+/// in pieces of every size with pauses between: each arrives whole and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_written_in_pieces_arrive_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut s = TcpStream::connect(broker.addrs[0]).await.unwrap();
+    call(
+        &mut s,
+        ApiKey::Metadata,
+        9,
+        1,
+        request(ApiKey::Metadata, "pieces", 9),
+    )
+    .await;
+    let sizes = [10usize, 70_000, 1, 900_000, 65_530, 300, 131_072, 5];
+    let mut all = Vec::new();
+    for (corr, size) in sizes.iter().enumerate() {
+        let mut b = weir_record::BatchBuilder::new(weir_record::Compression::None, 0, usize::MAX);
+        let value = vec![corr as u8; *size];
+        b.append(1_700_000_000_000, None, Some(&value), &[])
+            .unwrap();
+        let mut req = request(ApiKey::Produce, "pieces", 7);
+        if let RequestKind::Produce(p) = &mut req {
+            p.topic_data[0].partition_data[0].records = Some(Bytes::from(b.build().unwrap().bytes));
+        }
+        all.extend_from_slice(&frame(ApiKey::Produce, 7, corr as i32, &req));
+    }
+    let mut rng = fastrand::Rng::with_seed(3);
+    let mut rest = &all[..];
+    while !rest.is_empty() {
+        let n = rng.usize(1..=rest.len().min(200_000));
+        s.write_all(&rest[..n]).await.unwrap();
+        rest = &rest[n..];
+        if rng.bool() {
+            tokio::time::sleep(Duration::from_millis(rng.u64(1..20))).await;
+        }
+    }
+    for (corr, _) in sizes.iter().enumerate() {
+        let mut f = read_frame(&mut s).await.unwrap();
+        let v = ProduceResponse::header_version_of(7);
+        assert_eq!(ResponseHeader::decode_with_version(&mut f, v), corr as i32);
+        let resp = ProduceResponse::decode(&mut f, 7).unwrap();
+        let p = &resp.responses[0].partition_responses[0];
+        assert_eq!((p.error_code, p.base_offset), (0, corr as i64));
     }
     broker.stop().await.unwrap();
 }

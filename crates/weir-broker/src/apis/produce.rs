@@ -15,11 +15,13 @@ use crate::broker::{ApiError, Broker, LEADER_EPOCH};
 use crate::connection::RequestContext;
 use crate::topics::Partition;
 
-/// Appends one partition's records; the error says what to send back.
+/// Appends one partition's records; the error says what to send back. `blocking`: the
+/// append may take milliseconds (it fsyncs, or inflates a compressed batch to validate
+/// it), so it runs off the runtime's workers, letting other connections go on.
 fn append(
     partition: &Partition,
     records: Vec<u8>,
-    fsync_mode: bool,
+    blocking: bool,
 ) -> Result<weir_log::LogAppendInfo, ApiError> {
     let now = weir_log::now_ms();
     let run = || {
@@ -29,14 +31,23 @@ fn append(
         log.append_as_leader(records, LEADER_EPOCH, now, AppendOrigin::Client)
             .map_err(ApiError::from)
     };
-    // An append that fsyncs (flush.messages) may take milliseconds: tell the runtime.
-    let info = if fsync_mode {
+    let info = if blocking {
         tokio::task::block_in_place(run)?
     } else {
         run()?
     };
     partition.appended.notify_waiters();
     Ok(info)
+}
+
+/// Whether validating these records decompresses them: a compressed v2 batch, or any
+/// legacy message set (converted through memory).
+fn inflates(records: &[u8]) -> bool {
+    weir_record::LogEntry::parse(records).is_ok_and(|e| {
+        e.magic() < 2
+            || e.compression()
+                .is_ok_and(|c| c != weir_record::Compression::None)
+    })
 }
 
 pub async fn produce(
@@ -55,7 +66,7 @@ pub async fn produce(
         for pd in topic_data.partition_data {
             let mut pr = PartitionProduceResponse::default();
             pr.index = pd.index;
-            let result: Result<weir_log::LogAppendInfo, ApiError> = (|| {
+            let checked = (|| {
                 if !matches!(acks, -1..=1) {
                     return Err(ApiError::new(
                         E::InvalidRequiredAcks,
@@ -106,12 +117,27 @@ pub async fn produce(
                         ApiError::new(E::CorruptMessage, "the request holds no records")
                     })?;
                 crate::metrics::bytes_in(records.len());
-                append(
+                Ok((
                     partition,
                     records.to_vec(),
                     topic.config.flush_messages <= 1,
-                )
+                ))
             })();
+            let result = match checked {
+                Ok((partition, records, fsync)) => {
+                    // Validating a compressed batch inflates it (up to the validator's
+                    // MAX_DECOMPRESSED_BYTES): only so many run at once, which bounds the
+                    // memory a flood of decompression bombs can take.
+                    let inflating = inflates(&records);
+                    let _slot = if inflating {
+                        broker.inflate_slots.acquire().await.ok()
+                    } else {
+                        None
+                    };
+                    append(partition, records, fsync || inflating)
+                }
+                Err(e) => Err(e),
+            };
             match result {
                 Ok(info) => {
                     pr.base_offset = info.first_offset;
