@@ -10,6 +10,8 @@ step() { printf '\n==> %s\n' "$*"; }
 step "installing test dependencies"
 ./scripts/install-test-deps.sh
 export WEIR_PYTHON="$root/.venv/bin/python"
+# Tests that mount a small tmpfs (a disk that fills up) need root; here they must run.
+export WEIR_REQUIRE_ROOT_TESTS=1
 
 step "cargo fmt --check"
 cargo fmt --all --check

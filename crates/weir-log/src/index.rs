@@ -27,7 +27,12 @@ struct IndexFile {
     max_entries: usize,
     /// The file was found with a length that is not a whole number of entries.
     partial_entry: bool,
+    /// Bytes from the start known to have disk blocks (see `reserve`).
+    allocated: usize,
 }
+
+/// The unit in which index files get their disk blocks ahead of entries.
+const PAGE: usize = 4096;
 
 impl IndexFile {
     /// Opens or creates an index. A new file is preallocated to `max_index_size`; an
@@ -51,7 +56,10 @@ impl IndexFile {
             entries: if new_file { 0 } else { entries },
             max_entries: 0,
             partial_entry: !len.is_multiple_of(entry_size),
+            allocated: 0,
         };
+        // Pages holding entries have blocks; the one the next entry goes to may not.
+        index.allocated = index.entries * entry_size / PAGE * PAGE;
         if new_file || active {
             index.resize(capacity.max(index.entries * entry_size))?;
         } else {
@@ -91,6 +99,7 @@ impl IndexFile {
         }
         self.mmap = None;
         self.file.set_len(len as u64)?;
+        self.allocated = self.allocated.min(len);
         self.map(len)?;
         self.entries = self.entries.min(self.max_entries);
         Ok(())
@@ -102,12 +111,81 @@ impl IndexFile {
         &m[n * self.entry_size..(n + 1) * self.entry_size]
     }
 
-    fn push(&mut self, bytes: &[u8]) {
+    /// The last entry, read from the file rather than through the mapping. For the sanity
+    /// checks of an index found after a crash: at its preallocated length, its last
+    /// "entry" lies in a hole, and on tmpfs a fault on a hole takes a page, which a full
+    /// disk answers with SIGBUS. A read of a hole takes nothing. `None` if unreadable.
+    fn last_entry_from_file(&self) -> Option<Vec<u8>> {
+        self.entry_from_file(self.entries.checked_sub(1)?)
+    }
+
+    /// Entry `n`, read from the file (see `last_entry_from_file`).
+    fn entry_from_file(&self, n: usize) -> Option<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let mut e = vec![0u8; self.entry_size];
+        self.file
+            .read_exact_at(&mut e, (n * self.entry_size) as u64)
+            .ok()?;
+        Some(e)
+    }
+
+    fn push(&mut self, bytes: &[u8]) -> io::Result<()> {
         debug_assert!(self.entries < self.max_entries);
         let at = self.entries * self.entry_size;
+        self.reserve(at + self.entry_size)?;
         let m = self.mmap.as_mut().expect("an index with room is mapped");
         m[at..at + self.entry_size].copy_from_slice(bytes);
         self.entries += 1;
+        Ok(())
+    }
+
+    /// Gives the file disk blocks up to `end` (whole pages) before entries are stored there
+    /// through the mapping. Index files are preallocated sparse, as Kafka's are, so that a
+    /// thousand partitions do not take 20 GB of disk for indexes; but a store into a hole of
+    /// a mapped file on a full disk kills the process with SIGBUS. Reserving the blocks
+    /// first turns a full disk into an error for this one append instead. One system call
+    /// per page of entries.
+    fn reserve(&mut self, end: usize) -> io::Result<()> {
+        if end <= self.allocated {
+            return Ok(());
+        }
+        let from = self.allocated;
+        let to = end
+            .next_multiple_of(PAGE)
+            .min(self.max_entries * self.entry_size)
+            .max(end);
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            // SAFETY: fallocate on a descriptor this struct owns; no memory is passed.
+            let r = unsafe {
+                libc::fallocate(
+                    self.file.as_raw_fd(),
+                    0,
+                    from as libc::off_t,
+                    (to - from) as libc::off_t,
+                )
+            };
+            if r == 0 {
+                self.allocated = to;
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if !matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
+            ) {
+                return Err(e);
+            }
+        }
+        // Without fallocate: write the zeros the region holds (past the last entry, so no
+        // entry is overwritten), which allocates the blocks or fails with the disk full.
+        use std::os::unix::fs::FileExt;
+        let data_end = (self.entries * self.entry_size).max(from);
+        self.file
+            .write_all_at(&vec![0u8; to - data_end], data_end as u64)?;
+        self.allocated = to;
+        Ok(())
     }
 
     /// Drops every entry by cutting the file to nothing and back to its length: the kernel
@@ -119,6 +197,7 @@ impl IndexFile {
         self.mmap = None;
         self.file.set_len(0)?;
         self.file.set_len(len)?;
+        self.allocated = 0;
         self.map(len as usize - len as usize % self.entry_size)?;
         self.entries = 0;
         self.partial_entry = false;
@@ -271,8 +350,7 @@ impl OffsetIndex {
         let mut e = [0u8; 8];
         e[..4].copy_from_slice(&rel(self.base_offset, offset).to_be_bytes());
         e[4..].copy_from_slice(&position.to_be_bytes());
-        self.inner.push(&e);
-        Ok(())
+        self.inner.push(&e)
     }
 
     /// The last entry at or below `target`, or (base offset, 0).
@@ -287,6 +365,11 @@ impl OffsetIndex {
                 position: 0,
             },
         }
+    }
+
+    /// Keeps the first `n` entries only.
+    pub fn truncate_to_entries(&mut self, n: usize) {
+        self.inner.truncate_entries(n);
     }
 
     /// Removes every entry for an offset ≥ `offset`.
@@ -315,11 +398,15 @@ impl OffsetIndex {
         if self.inner.has_partial_entry() {
             return Err(corrupt("length is not a multiple of 8".into()));
         }
-        if self.inner.entries > 0 && self.last_offset() < self.base_offset {
-            return Err(corrupt(format!(
-                "last offset {} is below the base offset",
-                self.last_offset()
-            )));
+        if let Some(e) = self.inner.last_entry_from_file() {
+            let last = self.base_offset + i32::from_be_bytes([e[0], e[1], e[2], e[3]]) as i64;
+            if last < self.base_offset {
+                return Err(corrupt(format!(
+                    "last offset {last} is below the base offset"
+                )));
+            }
+        } else if self.inner.entries > 0 {
+            return Err(corrupt("its last entry cannot be read".into()));
         }
         Ok(())
     }
@@ -371,13 +458,7 @@ impl TimeIndex {
     }
 
     fn read(&self, n: usize) -> TimestampOffset {
-        let e = self.inner.entry(n);
-        let mut ts = [0u8; 8];
-        ts.copy_from_slice(&e[..8]);
-        TimestampOffset {
-            timestamp: i64::from_be_bytes(ts),
-            offset: self.base_offset + i32::from_be_bytes([e[8], e[9], e[10], e[11]]) as i64,
-        }
+        decode_time_entry(self.base_offset, self.inner.entry(n))
     }
 
     pub fn entries(&self) -> usize {
@@ -442,8 +523,7 @@ impl TimeIndex {
         let mut e = [0u8; 12];
         e[..8].copy_from_slice(&timestamp.to_be_bytes());
         e[8..].copy_from_slice(&rel(self.base_offset, offset).to_be_bytes());
-        self.inner.push(&e);
-        Ok(())
+        self.inner.push(&e)
     }
 
     /// The last entry whose timestamp is ≤ `target`, or (-1, base offset).
@@ -497,7 +577,12 @@ impl TimeIndex {
             return Err(corrupt("length is not a multiple of 12".into()));
         }
         if self.inner.entries > 0 {
-            let (first, last) = (self.read(0), self.last_entry());
+            let read = |e: Option<Vec<u8>>| {
+                e.map(|e| decode_time_entry(self.base_offset, &e))
+                    .ok_or_else(|| corrupt("its entries cannot be read".into()))
+            };
+            let first = read(self.inner.entry_from_file(0))?;
+            let last = read(self.inner.last_entry_from_file())?;
             if last.timestamp < first.timestamp {
                 return Err(corrupt("last timestamp is below the first".into()));
             }
@@ -520,6 +605,16 @@ impl TimeIndex {
     }
     pub fn rename(&mut self, to: &Path) -> io::Result<()> {
         self.inner.rename(to)
+    }
+}
+
+/// A time index entry: an 8-byte timestamp and a 4-byte offset relative to the segment.
+fn decode_time_entry(base_offset: i64, e: &[u8]) -> TimestampOffset {
+    let mut ts = [0u8; 8];
+    ts.copy_from_slice(&e[..8]);
+    TimestampOffset {
+        timestamp: i64::from_be_bytes(ts),
+        offset: base_offset + i32::from_be_bytes([e[8], e[9], e[10], e[11]]) as i64,
     }
 }
 

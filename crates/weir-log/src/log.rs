@@ -570,13 +570,9 @@ impl PartitionLog {
                 self.tp
             ))));
         }
-        if self.active().is_empty() {
-            // An empty active segment is replaced rather than kept behind the new one.
-            let seg = self.segments.remove(&active_base).expect("active exists");
-            for p in seg.paths() {
-                remove_if_exists(&p)?;
-            }
-        } else {
+        // An empty active segment is replaced rather than kept behind the new one.
+        let replace_empty = self.active().is_empty();
+        if !replace_empty {
             let everything_flushed = self.recovery_point >= self.log_end_offset;
             let old = self.active();
             old.on_become_inactive()?;
@@ -587,8 +583,23 @@ impl PartitionLog {
                 old.flush_indexes()?;
             }
         }
+        // If the new segment cannot be made (a full disk), the old one stays active, its
+        // indexes full, so the next append tries the roll again.
         let seg = LogSegment::open(&self.dir, new_base, &self.config, true, "", now_ms)?;
         self.segments.insert(new_base, seg);
+        if replace_empty {
+            let old = self.segments.remove(&active_base).expect("it was active");
+            for p in old.paths() {
+                if let Err(e) = remove_if_exists(&p) {
+                    // Left behind, it loads as an empty segment; nothing refers to it.
+                    tracing::warn!(
+                        "{}: cannot remove the empty segment {}: {e}",
+                        self.tp,
+                        p.display()
+                    );
+                }
+            }
+        }
         // As Kafka: a producer snapshot at every roll bounds the replay after a crash.
         self.producers.advance_to(self.log_end_offset);
         self.producers.take_snapshot(new_base)?;

@@ -503,23 +503,39 @@ impl LogSegment {
             )));
         }
         let position = self.log.size;
+        self.log.append(records)?;
+        let max_so_far = self.max_timestamp_so_far();
+        let max_now = if largest_timestamp > max_so_far.timestamp {
+            TimestampOffset {
+                timestamp: largest_timestamp,
+                offset: offset_of_max_timestamp,
+            }
+        } else {
+            max_so_far
+        };
+        if self.bytes_since_last_index_entry > self.index_interval_bytes as u64 {
+            // An index that cannot take its entry (a full disk) fails the whole append:
+            // the records come off the log again, so the segment holds only what was
+            // acknowledged.
+            let offset_entries = self.offset_index.entries();
+            let indexed = self
+                .offset_index
+                .append(largest_offset, position as u32)
+                .and_then(|()| {
+                    self.time_index
+                        .maybe_append(max_now.timestamp, max_now.offset, false)
+                });
+            if let Err(e) = indexed {
+                self.offset_index.truncate_to_entries(offset_entries);
+                let _ = self.log.truncate_to(position);
+                return Err(e);
+            }
+            self.bytes_since_last_index_entry = 0;
+        }
         if position == 0 {
             self.rolling_based_timestamp = Some(largest_timestamp);
         }
-        self.log.append(records)?;
-        let max_so_far = self.max_timestamp_so_far();
-        if largest_timestamp > max_so_far.timestamp {
-            self.max_timestamp_so_far = Some(TimestampOffset {
-                timestamp: largest_timestamp,
-                offset: offset_of_max_timestamp,
-            });
-        }
-        if self.bytes_since_last_index_entry > self.index_interval_bytes as u64 {
-            self.offset_index.append(largest_offset, position as u32)?;
-            let m = self.max_timestamp_so_far();
-            self.time_index.maybe_append(m.timestamp, m.offset, false)?;
-            self.bytes_since_last_index_entry = 0;
-        }
+        self.max_timestamp_so_far = Some(max_now);
         self.bytes_since_last_index_entry += records.len() as u64;
         Ok(())
     }

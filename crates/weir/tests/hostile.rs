@@ -14,16 +14,17 @@
 //! The figures it prints (latencies of the well-behaved producer, peak memory) are
 //! recorded in RELIABILITY.md; the assertions are limits of correctness, not speed.
 
+mod common;
+
 use std::io::Write;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
+use common::{frame, read_frame, weir, Server};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use weir_client::{Producer, ProducerRecord};
@@ -35,89 +36,14 @@ const REQUEST_MEMORY: u64 = 64 << 20;
 const MAX_DECOMPRESSED: u64 = 64 << 20;
 const IDLE_CONNECTIONS: usize = 10_000;
 
-struct Server {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start() -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let child = Command::new(env!("CARGO_BIN_EXE_weir"))
-            .args(["serve", "--listen", &addr, "--data-dir"])
-            .arg(dir.path().join("data"))
-            .args([
-                "--override",
-                &format!("queued.max.request.bytes={REQUEST_MEMORY}"),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let start = Instant::now();
-        while std::net::TcpStream::connect(&addr).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "weir serve did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Server {
-            child,
-            addr,
-            _dir: dir,
-        }
-    }
-
-    /// (resident, peak resident) KiB of the broker process.
-    fn memory_kib(&self) -> (u64, u64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-                .unwrap()
-        };
-        (field("VmRSS:"), field("VmHWM:"))
-    }
-
-    fn alive(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-}
-
-/// A request frame, size prefix included, encoded by kafka-protocol.
-fn frame(api: ApiKey, version: i16, corr: i32, body: &RequestKind) -> Bytes {
-    let mut buf = BytesMut::new();
-    buf.put_i32(0);
-    let mut header = RequestHeader::default();
-    header.request_api_key = api as i16;
-    header.request_api_version = version;
-    header.correlation_id = corr;
-    header.client_id = Some(StrBytes::from_static_str("hostile"));
-    header
-        .encode(&mut buf, api.request_header_version(version))
-        .unwrap();
-    body.encode(&mut buf, version).unwrap();
-    let size = (buf.len() - 4) as i32;
-    buf[..4].copy_from_slice(&size.to_be_bytes());
-    buf.freeze()
+/// Starts `weir serve` on a new directory, with `queued.max.request.bytes` set.
+fn start() -> (Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("data"),
+        &[format!("queued.max.request.bytes={REQUEST_MEMORY}")],
+    );
+    (server, dir)
 }
 
 /// A frame of hand-written bytes after a header of `api`/`version` (header v1, or v2 with
@@ -136,21 +62,6 @@ fn raw_frame(api: i16, version: i16, flexible: bool, body: &[u8]) -> Vec<u8> {
     let mut out = (b.len() as i32).to_be_bytes().to_vec();
     out.extend_from_slice(&b);
     out
-}
-
-/// Reads one response frame, or `None` if the broker closed the connection (or said
-/// nothing for 20 s).
-async fn read_frame(s: &mut TcpStream) -> Option<Bytes> {
-    let n = tokio::time::timeout(Duration::from_secs(20), s.read_i32())
-        .await
-        .ok()?
-        .ok()?;
-    let mut buf = vec![0u8; usize::try_from(n).ok()?];
-    tokio::time::timeout(Duration::from_secs(20), s.read_exact(&mut buf))
-        .await
-        .ok()?
-        .ok()?;
-    Some(Bytes::from(buf))
 }
 
 /// Sends `bytes` on a new connection and returns what came back: a response frame, or
@@ -458,23 +369,10 @@ fn raise_fd_limit() {
     );
 }
 
-fn weir(args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_clients_cannot_take_the_broker_down_or_its_memory_past_the_bound() {
     raise_fd_limit();
-    let mut server = Server::start();
+    let (mut server, _dir) = start();
     let addr = server.addr.clone();
     for topic in ["good", "bombs", "full"] {
         weir(&["topics", "create", "--bootstrap", &addr, "--topic", topic]);

@@ -1,0 +1,141 @@
+//! What the broker-level tests share: a `weir serve` child process on a free port, and
+//! request frames as a client puts them on the wire.
+
+#![allow(dead_code)] // each test uses its part
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+/// A started `weir serve`; killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub addr: String,
+    pub data_dir: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Starts `weir serve` on `data_dir` with `--override` settings, and waits until it
+    /// accepts connections.
+    pub fn start(data_dir: &Path, overrides: &[String]) -> Server {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Server::start_on(data_dir, overrides, port)
+    }
+
+    /// As `start`, on a given port (a restart keeps the address clients know).
+    pub fn start_on(data_dir: &Path, overrides: &[String], port: u16) -> Server {
+        let addr = format!("127.0.0.1:{port}");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
+        cmd.args(["serve", "--listen", &addr, "--data-dir"])
+            .arg(data_dir);
+        for o in overrides {
+            cmd.args(["--override", o]);
+        }
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "weir serve did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Server {
+            child,
+            addr,
+            data_dir: data_dir.to_path_buf(),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.rsplit(':').next().unwrap().parse().unwrap()
+    }
+
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// (resident, peak resident) KiB of the broker process.
+    pub fn memory_kib(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+                .unwrap()
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+}
+
+/// Runs a `weir` client subcommand; its stdout, or a panic with its stderr.
+pub fn weir(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "weir {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A request frame, size prefix included, encoded by kafka-protocol.
+pub fn frame(api: ApiKey, version: i16, corr: i32, body: &RequestKind) -> Bytes {
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    let mut header = RequestHeader::default();
+    header.request_api_key = api as i16;
+    header.request_api_version = version;
+    header.correlation_id = corr;
+    header.client_id = Some(StrBytes::from_static_str("weir-test"));
+    header
+        .encode(&mut buf, api.request_header_version(version))
+        .unwrap();
+    body.encode(&mut buf, version).unwrap();
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    buf.freeze()
+}
+
+/// Reads one response frame, or `None` if the broker closed the connection (or said
+/// nothing for 20 s).
+pub async fn read_frame(s: &mut TcpStream) -> Option<Bytes> {
+    let n = tokio::time::timeout(Duration::from_secs(20), s.read_i32())
+        .await
+        .ok()?
+        .ok()?;
+    let mut buf = vec![0u8; usize::try_from(n).ok()?];
+    tokio::time::timeout(Duration::from_secs(20), s.read_exact(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
+    Some(Bytes::from(buf))
+}
