@@ -99,11 +99,9 @@ impl GroupStore for OffsetsTopicStore {
                 .map_err(|_| E::UnknownServerError.code())?;
         }
         let bytes = b.build().map_err(|_| E::UnknownServerError.code())?.bytes;
-        let result = p
-            .log
-            .lock()
-            .map_err(|_| E::KafkaStorageError.code())?
-            .append_as_leader(bytes, LEADER_EPOCH, now_ms, AppendOrigin::Coordinator);
+        let result = p.observe(p.lock_log().and_then(|mut log| {
+            log.append_as_leader(bytes, LEADER_EPOCH, now_ms, AppendOrigin::Coordinator)
+        }));
         match result {
             Ok(_) => {
                 p.appended.notify_waiters();
@@ -169,14 +167,9 @@ impl Broker {
             let mut partitions = Vec::new();
             for p in 0..s.partitions {
                 let tp = TopicPartition::new(name.clone(), p);
-                let log = logs
-                    .get_or_create_log(&tp, id, cfg.clone())
-                    .map_err(|e| e.to_string())?;
-                partitions.push(Arc::new(Partition {
-                    tp,
-                    log,
-                    appended: tokio::sync::Notify::new(),
-                }));
+                let partition =
+                    Partition::open(&logs, tp, id, cfg.clone()).map_err(|e| e.to_string())?;
+                partitions.push(Arc::new(partition));
             }
             topic_map.insert(
                 name.clone(),
@@ -226,7 +219,7 @@ impl Broker {
         };
         let mut records = Vec::new();
         for p in &topic.partitions {
-            let log = p.log.lock().map_err(|_| "a poisoned lock".to_string())?;
+            let log = p.lock_log().map_err(|e| e.to_string())?;
             let mut offset = log.log_start_offset();
             while offset < log.log_end_offset() {
                 let data = log
@@ -301,8 +294,34 @@ impl Broker {
             .iter()
             .map(|(n, t)| (n.clone(), topics::stored(t)))
             .collect();
-        topics::store(&self.config.log_dirs, &stored)
-            .map_err(|e| ApiError::new(E::KafkaStorageError, format!("saving topic metadata: {e}")))
+        // Every directory online keeps a copy; one that fails with a disk error goes offline
+        // and the others carry on.
+        let mut saved = false;
+        let mut last_error = None;
+        for dir in &self.config.log_dirs {
+            if self.logs.offline_dirs().contains(dir) {
+                continue;
+            }
+            match topics::store(std::slice::from_ref(dir), &stored) {
+                Ok(()) => saved = true,
+                Err(e) => {
+                    let e = weir_log::LogError::Io(e);
+                    self.logs.observe_dir(dir, &e);
+                    last_error = Some(e);
+                }
+            }
+        }
+        match (saved, last_error) {
+            (true, None) => Ok(()),
+            (true, Some(e)) if weir_log::is_disk_failure(&e) => Ok(()),
+            (_, e) => Err(ApiError::new(
+                E::KafkaStorageError,
+                match e {
+                    Some(e) => format!("saving topic metadata: {e}"),
+                    None => "saving topic metadata: every data directory is offline".into(),
+                },
+            )),
+        }
     }
 
     /// Creates a topic (or checks that it could be, with `validate_only`).
@@ -370,12 +389,12 @@ impl Broker {
         let mut parts = Vec::with_capacity(partitions as usize);
         for p in 0..partitions {
             let tp = TopicPartition::new(name, p);
-            let log = self.logs.get_or_create_log(&tp, id, config.clone())?;
-            parts.push(Arc::new(Partition {
+            parts.push(Arc::new(Partition::open(
+                &self.logs,
                 tp,
-                log,
-                appended: tokio::sync::Notify::new(),
-            }));
+                id,
+                config.clone(),
+            )?));
         }
         let topic = Arc::new(Topic {
             name: name.to_string(),
@@ -466,14 +485,12 @@ impl Broker {
         let mut parts = topic.partitions.clone();
         for p in current..count {
             let tp = TopicPartition::new(name, p);
-            let log = self
-                .logs
-                .get_or_create_log(&tp, topic.id, topic.config.clone())?;
-            parts.push(Arc::new(Partition {
+            parts.push(Arc::new(Partition::open(
+                &self.logs,
                 tp,
-                log,
-                appended: tokio::sync::Notify::new(),
-            }));
+                topic.id,
+                topic.config.clone(),
+            )?));
         }
         self.replace_topic(Topic {
             name: topic.name.clone(),

@@ -58,6 +58,8 @@ pub fn serve(addr: SocketAddr, broker: Arc<Broker>) -> Result<(), String> {
     tokio::spawn(async move {
         let mut shutdown = broker.shutdown.subscribe();
         loop {
+            // Kafka's OfflineLogDirectoryCount.
+            metrics::gauge!("weir_offline_log_dirs").set(broker.logs.offline_dirs().len() as f64);
             for (tp, m) in broker.logs.metrics() {
                 let labels = [
                     ("topic", tp.topic.clone()),

@@ -6,11 +6,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 use weir_log::checkpoint::{uuid_from_base64, uuid_to_base64, write_atomically};
-use weir_log::{LogConfig, SharedLog, TopicPartition};
+use weir_log::{
+    DirHealth, LogConfig, LogError, LogManager, PartitionLog, SharedLog, TopicPartition,
+};
 
 pub const TOPICS_FILE: &str = "weir-topics.json";
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -66,8 +68,54 @@ impl Topic {
 pub struct Partition {
     pub tp: TopicPartition,
     pub log: SharedLog,
+    /// The health of the data directory holding the log.
+    pub health: Arc<DirHealth>,
     /// Woken whenever the partition's high watermark moves.
     pub appended: tokio::sync::Notify,
+}
+
+impl Partition {
+    /// The partition of `tp`, its log created if it has none yet.
+    pub fn open(
+        logs: &LogManager,
+        tp: TopicPartition,
+        topic_id: uuid::Uuid,
+        config: Arc<LogConfig>,
+    ) -> Result<Partition, LogError> {
+        let log = logs.get_or_create_log(&tp, topic_id, config)?;
+        let health = logs
+            .health_of(&tp)
+            .ok_or_else(|| LogError::Offline(format!("{tp} has no log")))?;
+        Ok(Partition {
+            tp,
+            log,
+            health,
+            appended: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// The log, locked; KAFKA_STORAGE_ERROR while its directory is offline.
+    pub fn lock_log(&self) -> Result<MutexGuard<'_, PartitionLog>, LogError> {
+        if self.health.is_offline() {
+            return Err(self.health.offline_error());
+        }
+        self.log
+            .lock()
+            .map_err(|_| LogError::Offline(format!("{}: a panic poisoned its log", self.tp)))
+    }
+
+    /// Passes on a result of the log, taking the directory offline if its error says the
+    /// disk failed.
+    pub fn observe<T>(&self, result: Result<T, LogError>) -> Result<T, LogError> {
+        if let Err(e) = &result {
+            self.health.observe(e);
+        }
+        result
+    }
+
+    pub fn is_offline(&self) -> bool {
+        self.health.is_offline()
+    }
 }
 
 /// What is stored for each topic.

@@ -33,7 +33,9 @@ use std::fmt;
 pub use config::{CleanupPolicy, ConfigError, LogConfig, TopicCompression};
 pub use error::{LogError, Result};
 pub use log::{FetchData, LoadParams, LoadReport, LogAppendInfo, PartitionLog};
-pub use manager::{LogManager, LogManagerConfig, SharedLog, StartupReport};
+pub use manager::{
+    is_disk_failure, DirHealth, LogManager, LogManagerConfig, SharedLog, StartupReport,
+};
 pub use segment::{FileSlice, LogSegment};
 pub use validator::AppendOrigin;
 

@@ -91,6 +91,66 @@ struct LogDir {
     path: PathBuf,
     /// Held for the manager's lifetime: the OS lock keeps other processes out.
     _lock: File,
+    health: Arc<DirHealth>,
+}
+
+/// Whether one data directory is usable. A directory whose disk fails (an error that
+/// means the device or file system is gone: EIO, EROFS, ...) goes offline for the rest
+/// of the process, as in Kafka: its partitions refuse reads and writes with
+/// KAFKA_STORAGE_ERROR, background work leaves it alone, and every other directory, and
+/// the broker, go on. A full disk is not such an error: writes fail until space returns.
+#[derive(Debug)]
+pub struct DirHealth {
+    path: PathBuf,
+    offline: std::sync::atomic::AtomicBool,
+}
+
+impl DirHealth {
+    pub fn new(path: impl Into<PathBuf>) -> Arc<DirHealth> {
+        Arc::new(DirHealth {
+            path: path.into(),
+            offline: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn is_offline(&self) -> bool {
+        self.offline.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Takes the directory offline if `err` says its disk failed.
+    pub fn observe(&self, err: &LogError) {
+        if is_disk_failure(err) && !self.offline.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            tracing::error!(
+                dir = %self.path.display(),
+                "data directory offline after a disk error ({err}); its partitions refuse \
+                 reads and writes until the broker restarts"
+            );
+        }
+    }
+
+    /// The error for a request to a partition of this directory while it is offline.
+    pub fn offline_error(&self) -> LogError {
+        LogError::Offline(format!(
+            "the data directory {} is offline after a disk error",
+            self.path.display()
+        ))
+    }
+}
+
+/// Errors that mean the disk or file system under a directory is gone, rather than
+/// something about one request (a full disk, a bad record).
+pub fn is_disk_failure(err: &LogError) -> bool {
+    match err {
+        LogError::Io(e) => matches!(
+            e.raw_os_error(),
+            Some(libc::EIO | libc::EROFS | libc::ENXIO | libc::ENODEV | libc::EUCLEAN)
+        ),
+        _ => false,
+    }
 }
 
 struct State {
@@ -133,6 +193,20 @@ fn read_meta(dir: &Path, node_id: i32) -> Result<Option<String>> {
     Ok(props.get("cluster.id").cloned())
 }
 
+/// A data directory that cannot be opened at start-up stops the start, naming it. (Kafka
+/// starts without it when other directories remain; Weir does not yet know which
+/// partitions such a directory held, and would create them empty elsewhere.)
+fn unusable(dir: &Path, e: LogError) -> LogError {
+    if !is_disk_failure(&e) {
+        return e;
+    }
+    LogError::Offline(format!(
+        "the data directory {} is unusable ({e}): repair or replace its disk, or take it \
+         out of log.dirs to start without the partitions it holds",
+        dir.display()
+    ))
+}
+
 fn lock_dir(dir: &Path) -> Result<File> {
     fs::create_dir_all(dir)?;
     let f = OpenOptions::new()
@@ -172,8 +246,8 @@ impl LogManager {
         let mut dirs = Vec::new();
         let mut cluster_id: Option<String> = None;
         for path in &config.log_dirs {
-            let lock = lock_dir(path)?;
-            if let Some(id) = read_meta(path, config.node_id)? {
+            let lock = lock_dir(path).map_err(|e| unusable(path, e))?;
+            if let Some(id) = read_meta(path, config.node_id).map_err(|e| unusable(path, e))? {
                 if cluster_id.as_ref().is_some_and(|c| *c != id) {
                     return Err(LogError::Io(io::Error::other(format!(
                         "{} belongs to cluster {id}, another data directory to {}",
@@ -186,6 +260,7 @@ impl LogManager {
             dirs.push(LogDir {
                 path: path.clone(),
                 _lock: lock,
+                health: DirHealth::new(path.clone()),
             });
         }
         let cluster_id =
@@ -219,14 +294,18 @@ impl LogManager {
             let clean_file = d.path.join(CLEAN_SHUTDOWN_FILE);
             let clean = clean_file.exists();
             report.had_clean_shutdown &= clean;
-            let recovery = checkpoint::read_offsets(&d.path.join(RECOVERY_POINT_CHECKPOINT))?;
-            let starts = checkpoint::read_offsets(&d.path.join(LOG_START_OFFSET_CHECKPOINT))?;
-            cleaner_checkpoints.extend(checkpoint::read_offsets(
-                &d.path.join(CLEANER_OFFSET_CHECKPOINT),
-            )?);
-            for entry in fs::read_dir(&d.path)? {
-                let entry = entry?;
-                if !entry.file_type()?.is_dir() {
+            let unusable = |e: io::Error| unusable(&d.path, e.into());
+            let recovery = checkpoint::read_offsets(&d.path.join(RECOVERY_POINT_CHECKPOINT))
+                .map_err(unusable)?;
+            let starts = checkpoint::read_offsets(&d.path.join(LOG_START_OFFSET_CHECKPOINT))
+                .map_err(unusable)?;
+            cleaner_checkpoints.extend(
+                checkpoint::read_offsets(&d.path.join(CLEANER_OFFSET_CHECKPOINT))
+                    .map_err(unusable)?,
+            );
+            for entry in fs::read_dir(&d.path).map_err(unusable)? {
+                let entry = entry.map_err(unusable)?;
+                if !entry.file_type().map_err(unusable)?.is_dir() {
                     continue;
                 }
                 let name = entry.file_name().to_string_lossy().into_owned();
@@ -350,6 +429,39 @@ impl LogManager {
         self.inner.state.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The health of the directory holding a partition, if this broker has it.
+    pub fn health_of(&self, tp: &TopicPartition) -> Option<Arc<DirHealth>> {
+        let state = self.state();
+        let (dir, _) = state.logs.get(tp)?;
+        Some(self.inner.dirs[*dir].health.clone())
+    }
+
+    /// Notes an error from a data directory's own files: a disk failure takes it offline.
+    pub fn observe_dir(&self, path: &Path, err: &LogError) {
+        if let Some(d) = self.inner.dirs.iter().find(|d| d.path == path) {
+            d.health.observe(err);
+        }
+    }
+
+    /// The data directories that went offline.
+    pub fn offline_dirs(&self) -> Vec<PathBuf> {
+        self.inner
+            .dirs
+            .iter()
+            .filter(|d| d.health.is_offline())
+            .map(|d| d.path.clone())
+            .collect()
+    }
+
+    /// Every partition log, with its directory's health.
+    fn logs_with_health(&self) -> Vec<(TopicPartition, SharedLog, Arc<DirHealth>)> {
+        self.state()
+            .logs
+            .iter()
+            .map(|(tp, (dir, l))| (tp.clone(), l.clone(), self.inner.dirs[*dir].health.clone()))
+            .collect()
+    }
+
     /// The log of a partition, if this broker has it.
     pub fn log(&self, tp: &TopicPartition) -> Option<SharedLog> {
         self.state().logs.get(tp).map(|(_, l)| l.clone())
@@ -383,9 +495,14 @@ impl LogManager {
         for (i, _) in state.logs.values() {
             counts[*i] += 1;
         }
-        let dir_index = (0..counts.len()).min_by_key(|i| counts[*i]).unwrap_or(0);
-        let path = self.inner.dirs[dir_index].path.join(tp.dir_name());
-        let log = PartitionLog::create(&path, tp.clone(), topic_id, config, now_ms())?;
+        let dir_index = (0..counts.len())
+            .filter(|i| !self.inner.dirs[*i].health.is_offline())
+            .min_by_key(|i| counts[*i])
+            .ok_or_else(|| LogError::Offline("every data directory is offline".into()))?;
+        let dir = &self.inner.dirs[dir_index];
+        let path = dir.path.join(tp.dir_name());
+        let log = PartitionLog::create(&path, tp.clone(), topic_id, config, now_ms())
+            .inspect_err(|e| dir.health.observe(e))?;
         let shared = Arc::new(Mutex::new(log));
         state.logs.insert(tp.clone(), (dir_index, shared.clone()));
         Ok(shared)
@@ -430,7 +547,11 @@ impl LogManager {
     /// Writes the recovery-point, log-start-offset and cleaner checkpoints of every directory.
     pub fn checkpoint(&self) -> Result<()> {
         let state = self.state();
+        let mut first_error = None;
         for (i, d) in self.inner.dirs.iter().enumerate() {
+            if d.health.is_offline() {
+                continue;
+            }
             let mut recovery = BTreeMap::new();
             let mut starts = BTreeMap::new();
             let mut cleaner = BTreeMap::new();
@@ -445,11 +566,24 @@ impl LogManager {
                     cleaner.insert(tp.clone(), *c);
                 }
             }
-            checkpoint::write_offsets(&d.path.join(RECOVERY_POINT_CHECKPOINT), &recovery)?;
-            checkpoint::write_offsets(&d.path.join(LOG_START_OFFSET_CHECKPOINT), &starts)?;
-            checkpoint::write_offsets(&d.path.join(CLEANER_OFFSET_CHECKPOINT), &cleaner)?;
+            let written =
+                checkpoint::write_offsets(&d.path.join(RECOVERY_POINT_CHECKPOINT), &recovery)
+                    .and_then(|()| {
+                        checkpoint::write_offsets(
+                            &d.path.join(LOG_START_OFFSET_CHECKPOINT),
+                            &starts,
+                        )
+                    })
+                    .and_then(|()| {
+                        checkpoint::write_offsets(&d.path.join(CLEANER_OFFSET_CHECKPOINT), &cleaner)
+                    });
+            if let Err(e) = written {
+                let e = LogError::Io(e);
+                d.health.observe(&e);
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// A metrics snapshot of every partition, with the cleaner's view of compacted ones.
@@ -472,18 +606,24 @@ impl LogManager {
     /// One round of the scheduled work, as the background thread does it (exposed for
     /// tests and tools): retention if `retention_due`, flushes, due file deletions.
     pub fn run_scheduled(&self, now: i64, retention_due: bool) {
-        for (tp, log) in self.logs() {
+        for (tp, log, health) in self.logs_with_health() {
+            if health.is_offline() {
+                continue;
+            }
             let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
             if retention_due {
                 if let Err(e) = log.delete_old_segments(now) {
                     tracing::error!(partition = %tp, "retention failed: {e}");
+                    health.observe(&e);
                 }
             }
             if let Err(e) = log.maybe_flush_on_schedule(now) {
                 tracing::error!(partition = %tp, "flush failed: {e}");
+                health.observe(&e);
             }
             if let Err(e) = log.remove_due_files(now) {
                 tracing::error!(partition = %tp, "removing deleted segments failed: {e}");
+                health.observe(&e);
             }
         }
     }
@@ -497,6 +637,7 @@ impl LogManager {
             state
                 .logs
                 .iter()
+                .filter(|(_, (dir, _))| !self.inner.dirs[*dir].health.is_offline())
                 .map(|(tp, (_, l))| {
                     (
                         tp.clone(),
@@ -534,7 +675,12 @@ impl LogManager {
             c.first_dirty_offset,
             c.first_uncleanable_offset,
             now,
-        )?;
+        )
+        .inspect_err(|e| {
+            if let Some(h) = self.health_of(&tp) {
+                h.observe(e);
+            }
+        })?;
         tracing::info!(partition = %tp, read = stats.bytes_read, written = stats.bytes_written, "cleaned");
         self.state_mut()
             .cleaner_checkpoints
@@ -649,9 +795,15 @@ impl LogManager {
         }
         let now = now_ms();
         let mut first_error = None;
-        for (tp, log) in self.logs() {
+        // An offline directory is left as it is: the restart recovers it, if its disk
+        // comes back.
+        for (tp, log, health) in self.logs_with_health() {
+            if health.is_offline() {
+                continue;
+            }
             if let Err(e) = log.lock().unwrap_or_else(|e| e.into_inner()).close(now) {
                 tracing::error!(partition = %tp, "closing failed: {e}");
+                health.observe(&e);
                 first_error.get_or_insert(e);
             }
         }
@@ -659,7 +811,7 @@ impl LogManager {
         if let Some(e) = first_error {
             return Err(e);
         }
-        for d in &self.inner.dirs {
+        for d in self.inner.dirs.iter().filter(|d| !d.health.is_offline()) {
             checkpoint::write_atomically(
                 &d.path.join(CLEAN_SHUTDOWN_FILE),
                 br#"{"version":0,"brokerEpoch":0}"#,

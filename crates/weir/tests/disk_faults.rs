@@ -299,3 +299,206 @@ fn an_index_entry_on_a_full_disk_fails_its_append_not_the_process() {
     assert_eq!(log.log_end_offset(), 514);
     assert_eq!(report.truncated_bytes, 0, "{report:?}");
 }
+
+/// An ext4 file system on a loop device, which the test can make fail like a dead disk
+/// (EXT4_IOC_SHUTDOWN: from then on every read and write on it is EIO).
+struct Ext4 {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Ext4 {
+    fn mount(mib: u64) -> Option<Ext4> {
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("disk.img");
+        let path = dir.path().join("fs");
+        std::fs::create_dir(&path).unwrap();
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(mib << 20)
+            .unwrap();
+        let ok = |c: &mut Command| c.output().is_ok_and(|o| o.status.success());
+        let made = ok(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image))
+            && ok(Command::new("mount")
+                .args(["-o", "loop"])
+                .arg(&image)
+                .arg(&path));
+        if !made {
+            assert!(
+                std::env::var_os("WEIR_REQUIRE_ROOT_TESTS").is_none(),
+                "cannot make and mount an ext4 image (this test needs root and mkfs.ext4)"
+            );
+            eprintln!("skipped: cannot mount an ext4 image (this test needs root)");
+            return None;
+        }
+        Some(Ext4 { path, _dir: dir })
+    }
+
+    /// The disk dies: EXT4_IOC_SHUTDOWN with EXT4_GOING_FLAGS_NOLOGFLUSH.
+    fn fail(&self) {
+        use std::os::fd::AsRawFd;
+        let dir = std::fs::File::open(&self.path).unwrap();
+        let flags: u32 = 2;
+        // SAFETY: the ioctl reads one u32 from a live local.
+        let r = unsafe { libc::ioctl(dir.as_raw_fd(), 0x8004_587D, &flags) };
+        assert_eq!(
+            r,
+            0,
+            "EXT4_IOC_SHUTDOWN: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+impl Drop for Ext4 {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+    }
+}
+
+/// Produces batch `i` to `topic`/`partition` (acks=1); the error code.
+async fn produce_to(s: &mut TcpStream, topic: &str, partition: i32, i: usize) -> i16 {
+    let mut p = produce_request::PartitionProduceData::default();
+    p.index = partition;
+    p.records = Some(batch(i));
+    let mut t = produce_request::TopicProduceData::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partition_data.push(p);
+    let mut req = ProduceRequest::default();
+    req.acks = 1;
+    req.timeout_ms = 10_000;
+    req.topic_data.push(t);
+    s.write_all(&frame(
+        ApiKey::Produce,
+        7,
+        i as i32,
+        &RequestKind::Produce(req),
+    ))
+    .await
+    .unwrap();
+    let mut resp = read_frame(s).await.expect("the broker answers a produce");
+    resp.advance(4);
+    let resp = ProduceResponse::decode(&mut resp, 7).unwrap();
+    resp.responses[0].partition_responses[0].error_code
+}
+
+/// Metadata v9 for `topic`: each partition's (error code, leader).
+async fn leaders(s: &mut TcpStream, topic: &str) -> Vec<(i16, i32)> {
+    let mut t = metadata_request::MetadataRequestTopic::default();
+    t.name = Some(TopicName(StrBytes::from_string(topic.to_string())));
+    let mut req = MetadataRequest::default();
+    req.topics = Some(vec![t]);
+    s.write_all(&frame(ApiKey::Metadata, 9, 1, &RequestKind::Metadata(req)))
+        .await
+        .unwrap();
+    let mut resp = read_frame(s).await.expect("a Metadata answer");
+    resp.advance(4);
+    resp.advance(1); // the flexible response header's tagged fields
+    let resp = MetadataResponse::decode(&mut resp, 9).unwrap();
+    let mut ps: Vec<_> = resp.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.error_code, p.leader_id.0))
+        .collect();
+    ps.sort();
+    ps.into_iter().map(|(_, e, l)| (e, l)).collect()
+}
+
+/// One of two data directories fails like a dead disk: its partitions go offline
+/// (KAFKA_STORAGE_ERROR; no leader in Metadata); the other directory's partitions, new
+/// topics, and the broker go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_disk_takes_its_partitions_offline_not_the_broker() {
+    let Some(disk) = Ext4::mount(64) else {
+        return;
+    };
+    let healthy = tempfile::tempdir().unwrap();
+    let (bad_dir, good_dir) = (disk.path.join("data"), healthy.path().join("data"));
+    let mut server = Server::start(
+        &good_dir,
+        &[format!(
+            "log.dirs={},{}",
+            bad_dir.display(),
+            good_dir.display()
+        )],
+    );
+    let addr = server.addr.clone();
+    weir(&[
+        "topics",
+        "create",
+        "--bootstrap",
+        &addr,
+        "--topic",
+        "spread",
+        "--partitions",
+        "4",
+    ]);
+    let on_bad: Vec<i32> = (0..4)
+        .filter(|p| bad_dir.join(format!("spread-{p}")).exists())
+        .collect();
+    assert!(
+        !on_bad.is_empty() && on_bad.len() < 4,
+        "the partitions should spread over both directories: {on_bad:?} on the failing one"
+    );
+    let mut s = TcpStream::connect(&addr).await.unwrap();
+    for p in 0..4 {
+        assert_eq!(produce_to(&mut s, "spread", p, p as usize).await, 0);
+    }
+
+    disk.fail();
+    // The first write to a partition on the dead disk fails and takes its directory
+    // offline; after that its partitions refuse at once.
+    for round in 0..2 {
+        for p in 0..4 {
+            let code = produce_to(&mut s, "spread", p, 10 + round * 4 + p as usize).await;
+            let want = if on_bad.contains(&p) {
+                KAFKA_STORAGE_ERROR
+            } else {
+                0
+            };
+            assert_eq!(code, want, "round {round}, partition {p}");
+        }
+    }
+    let node = 1;
+    let expected: Vec<(i16, i32)> = (0..4)
+        .map(|p| {
+            if on_bad.contains(&p) {
+                (5, -1)
+            } else {
+                (0, node)
+            }
+        })
+        .collect();
+    assert_eq!(leaders(&mut s, "spread").await, expected);
+    // A new topic goes to the directory still online, and works.
+    weir(&[
+        "topics",
+        "create",
+        "--bootstrap",
+        &addr,
+        "--topic",
+        "after",
+        "--partitions",
+        "2",
+    ]);
+    assert_eq!(produce_to(&mut s, "after", 0, 100).await, 0);
+    assert_eq!(produce_to(&mut s, "after", 1, 101).await, 0);
+    assert!(good_dir.join("after-0").exists() && good_dir.join("after-1").exists());
+    // Reads of the healthy partitions go on.
+    let healthy_p = (0..4).find(|p| !on_bad.contains(p)).unwrap();
+    let out = weir(&[
+        "consume",
+        "--bootstrap",
+        &addr,
+        "--topic",
+        "spread",
+        "--partition",
+        &healthy_p.to_string(),
+        "--offset",
+        "0",
+        "--timeout-ms",
+        "2000",
+    ]);
+    assert_eq!(out.lines().count(), 3 * RECORDS_PER_BATCH);
+    assert!(server.alive(), "the broker stopped");
+}

@@ -176,14 +176,10 @@ fn read_all(
             continue;
         }
         let budget = w.max_bytes.min(max_bytes.saturating_sub(total));
-        let result = partition
-            .log
-            .lock()
-            .map_err(|_| LogError::Offline("poisoned".into()))
-            .and_then(|log| {
-                let hw = log.high_watermark();
-                log.read(w.fetch_offset, budget, hw, min_one)
-            });
+        let result = partition.observe(partition.lock_log().and_then(|log| {
+            let hw = log.high_watermark();
+            log.read(w.fetch_offset, budget, hw, min_one)
+        }));
         let mut records = None;
         match result {
             Ok(data) => {

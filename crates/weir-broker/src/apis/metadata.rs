@@ -50,16 +50,29 @@ fn topic_entry(
         t.topic_authorized_operations = TOPIC_OPERATIONS;
     }
     let node = BrokerId(broker.config.node_id);
-    t.partitions = (0..topic.partitions.len() as i32)
-        .map(|i| {
+    t.partitions = topic
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(i, part)| {
             let mut p = MetadataResponsePartition::default();
-            p.partition_index = i;
-            p.leader_id = node;
+            p.partition_index = i as i32;
             if version >= 7 {
                 p.leader_epoch = LEADER_EPOCH;
             }
             p.replica_nodes = vec![node];
-            p.isr_nodes = vec![node];
+            if part.is_offline() {
+                // Its only replica is on a failed disk: no leader, as Kafka reports a
+                // partition whose replicas are all offline.
+                p.error_code = E::LeaderNotAvailable.code();
+                p.leader_id = BrokerId(-1);
+                if version >= 5 {
+                    p.offline_replicas = vec![node];
+                }
+            } else {
+                p.leader_id = node;
+                p.isr_nodes = vec![node];
+            }
             p
         })
         .collect();

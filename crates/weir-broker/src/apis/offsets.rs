@@ -59,9 +59,9 @@ pub fn list_offsets(
                 if v >= 4 {
                     check_epoch(p.current_leader_epoch)?;
                 }
-                let mut log = part.log.lock().map_err(|_| E::KafkaStorageError.code())?;
-                let found = log
-                    .offset_for_timestamp(p.timestamp)
+                let mut log = part.lock_log().map_err(|e| e.kafka_error_code())?;
+                let found = part
+                    .observe(log.offset_for_timestamp(p.timestamp))
                     .map_err(|e| e.kafka_error_code())?;
                 let epoch = found.map(|f| {
                     log.leader_epochs()
@@ -108,7 +108,7 @@ pub fn offset_for_leader_epoch(
             pr.end_offset = -1;
             let result = resolve(broker, &name, p.partition).and_then(|part| {
                 check_epoch(p.current_leader_epoch)?;
-                let log = part.log.lock().map_err(|_| E::KafkaStorageError.code())?;
+                let log = part.lock_log().map_err(|e| e.kafka_error_code())?;
                 Ok(log
                     .leader_epochs()
                     .end_offset_for(p.leader_epoch, log.log_end_offset()))
@@ -142,14 +142,14 @@ pub fn delete_records(
             pr.partition_index = p.partition_index;
             pr.low_watermark = -1;
             let result = resolve(broker, &name, p.partition_index).and_then(|part| {
-                let mut log = part.log.lock().map_err(|_| E::KafkaStorageError.code())?;
+                let mut log = part.lock_log().map_err(|e| e.kafka_error_code())?;
                 // -1 means "up to the high watermark".
                 let offset = if p.offset == -1 {
                     log.high_watermark()
                 } else {
                     p.offset
                 };
-                log.delete_records_before(offset)
+                part.observe(log.delete_records_before(offset))
                     .map_err(|e| e.kafka_error_code())
             });
             match result {

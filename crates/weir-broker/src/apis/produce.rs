@@ -25,10 +25,10 @@ fn append(
 ) -> Result<weir_log::LogAppendInfo, ApiError> {
     let now = weir_log::now_ms();
     let run = || {
-        let mut log = partition.log.lock().map_err(|_| {
-            ApiError::new(E::KafkaStorageError, "the partition's log is unavailable")
-        })?;
-        log.append_as_leader(records, LEADER_EPOCH, now, AppendOrigin::Client)
+        partition
+            .observe(partition.lock_log().and_then(|mut log| {
+                log.append_as_leader(records, LEADER_EPOCH, now, AppendOrigin::Client)
+            }))
             .map_err(ApiError::from)
     };
     let info = if blocking {
