@@ -4,7 +4,7 @@
 //! `meta.properties`. A malformed file is an error that names the file and the line.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -25,12 +25,12 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
             .truncate(true)
             .open(&tmp)?;
         f.write_all(contents)?;
-        f.sync_all()?;
+        crate::durable::sync_all(&f, &tmp)?;
     }
     fs::rename(&tmp, path)?;
     if let Some(dir) = path.parent() {
         // Makes the rename itself durable.
-        File::open(dir)?.sync_all()?;
+        crate::durable::sync_dir(dir)?;
     }
     Ok(())
 }

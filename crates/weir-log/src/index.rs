@@ -219,7 +219,7 @@ impl IndexFile {
         if let Some(m) = &self.mmap {
             m.flush()?;
         }
-        self.file.sync_all()
+        crate::durable::sync_all(&self.file, &self.path)
     }
 
     fn size_in_bytes(&self) -> usize {

@@ -102,6 +102,9 @@ pub struct PartitionLog {
     /// Files renamed `.deleted`, to be removed once their time comes.
     pending_deletes: Vec<(PathBuf, i64)>,
     producers: ProducerStateManager,
+    /// Files were created or renamed in the directory since its last fsync: until the
+    /// next flush syncs it, a power loss could lose a segment whose bytes were synced.
+    dir_dirty: bool,
 }
 
 /// The three files of the segment at `base`, with a temporary suffix (or "").
@@ -128,6 +131,10 @@ impl PartitionLog {
     ) -> Result<PartitionLog> {
         fs::create_dir_all(dir)?;
         checkpoint::write_partition_metadata(&dir.join(PARTITION_METADATA_FILE), topic_id)?;
+        // The partition's directory itself must survive a power loss.
+        if let Some(parent) = dir.parent() {
+            crate::durable::sync_dir(parent)?;
+        }
         let params = LoadParams {
             had_clean_shutdown: true,
             now_ms,
@@ -348,6 +355,8 @@ impl PartitionLog {
                 flush_time: Histogram::default(),
                 pending_deletes: Vec::new(),
                 producers,
+                // Loading may have made, renamed or removed files.
+                dir_dirty: true,
             },
             report,
         ))
@@ -587,6 +596,7 @@ impl PartitionLog {
         // indexes full, so the next append tries the roll again.
         let seg = LogSegment::open(&self.dir, new_base, &self.config, true, "", now_ms)?;
         self.segments.insert(new_base, seg);
+        self.dir_dirty = true;
         if replace_empty {
             let old = self.segments.remove(&active_base).expect("it was active");
             for p in old.paths() {
@@ -630,6 +640,12 @@ impl PartitionLog {
             } else {
                 seg.flush()?;
             }
+        }
+        // As Kafka's LocalLog.flush: new segments' names are durable only with their
+        // directory.
+        if self.dir_dirty {
+            crate::durable::sync_dir(&self.dir)?;
+            self.dir_dirty = false;
         }
         self.flush_time.record(start.elapsed().as_micros() as u64);
         if offset > self.recovery_point {
@@ -810,6 +826,7 @@ impl PartitionLog {
                 remove_if_exists(&p)?;
             }
         }
+        self.dir_dirty = true;
         self.segments.insert(
             offset,
             LogSegment::open(&self.dir, offset, &self.config, true, "", now_ms)?,
@@ -1013,6 +1030,7 @@ impl PartitionLog {
         crash: Option<crate::cleaner::CrashPoint>,
     ) -> Result<()> {
         use crate::cleaner::CrashPoint;
+        self.dir_dirty = true;
         new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)?;
         if crash == Some(CrashPoint::AfterSwap) {
             return Ok(());

@@ -763,7 +763,7 @@ impl LogSegment {
 
     /// Durably writes the `.log` file (and the indexes).
     pub fn flush(&self) -> io::Result<()> {
-        self.log.file.sync_data()?;
+        crate::durable::sync_data(&self.log.file, &self.log.path)?;
         self.flush_indexes()
     }
 
@@ -772,7 +772,7 @@ impl LogSegment {
     /// of every later one, so syncing them too would only double the disk writes of an
     /// fsync-per-batch topic.
     pub fn flush_log(&self) -> io::Result<()> {
-        self.log.file.sync_data()
+        crate::durable::sync_data(&self.log.file, &self.log.path)
     }
 
     /// Durably writes the offset and time indexes.
