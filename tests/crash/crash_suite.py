@@ -4,14 +4,19 @@
 A loop that starts the broker, drives it with idempotent acks=all producers (librdkafka,
 through confluent-kafka) on several partitions, compressed and not, and kills the broker
 with SIGKILL at a random moment of each cycle, while records are in flight and segments
-roll (small segment.bytes). The producers keep running across the kill and retry, as an
-application's would. Consumer-group offsets are committed in every cycle.
+roll (small segment.bytes). One topic is compacted and one has a small retention.bytes,
+and the cleaner and retention run every few hundred milliseconds, so that kills land in
+the middle of compactions and of segment deletions too. The producers keep running
+across the kill and retry, as an application's would. Consumer-group offsets are
+committed in every cycle.
 
 At the end an independent reader (kafka-python, not librdkafka) reads every partition
 from the beginning and checks that each acknowledged record is there exactly once, at
 the offset its acknowledgement named, in the order it was produced within its partition;
 that no unacknowledged record appears twice; and that the group's last committed offsets
-survived every kill.
+survived every kill. In the compacted topic, the last acknowledged record of each key
+must be there at its offset, unless a later record of that key is; in the retention
+topic, every acknowledged record from the log start offset on.
 
 Modes: `page-cache` (the default broker settings: what survives a process crash) and
 `fsync` (topics with flush.messages=1: acknowledged only once on disk). A process kill
@@ -38,8 +43,22 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KPTopicPartition
 
 PARTITIONS = 4
-# (topic, producer compression)
-TOPICS = [("crash-plain", "none"), ("crash-lz4", "lz4"), ("crash-zstd", "zstd")]
+# (topic, producer compression, kind, topic configs)
+TOPICS = [
+    ("crash-plain", "none", "plain", {}),
+    ("crash-lz4", "lz4", "plain", {}),
+    ("crash-zstd", "zstd", "plain", {}),
+    # A few keys, small segments (but above a batch that built up while the broker was
+    # down) and an eager cleaner: compactions run all the time.
+    ("crash-compact", "lz4", "compact", {
+        "cleanup.policy": "compact", "segment.bytes": "131072",
+        "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0"}),
+    # Segments deleted all the time.
+    ("crash-retention", "none", "retention", {
+        "segment.bytes": "131072", "retention.bytes": "393216"}),
+]
+KINDS = {t: kind for t, _, kind, _ in TOPICS}
+COMPACT_KEYS = 50
 GROUP = "crash-group"
 
 
@@ -66,6 +85,9 @@ class Broker:
              # Small segments, so that kills land in the middle of rolls too.
              "--override", "log.segment.bytes=262144",
              "--override", "offsets.topic.num.partitions=4",
+             "--override", "log.cleaner.backoff.ms=100",
+             "--override", "log.retention.check.interval.ms=200",
+             "--override", "log.segment.delete.delay.ms=0",
              "--override", "group.initial.rebalance.delay.ms=0"],
             stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + timeout
@@ -93,7 +115,7 @@ class Ledger:
     """What the producers were told: acknowledged records and failed ones."""
 
     def __init__(self):
-        self.acked = {}  # value -> (topic, partition, offset)
+        self.acked = {}  # value -> (topic, partition, offset, key)
         self.failed = {}  # value -> error
         self.sent = 0
 
@@ -102,11 +124,14 @@ class Ledger:
         if err is not None:
             self.failed[value] = str(err)
         else:
-            self.acked[value] = (msg.topic(), msg.partition(), msg.offset())
+            self.acked[value] = (msg.topic(), msg.partition(), msg.offset(), msg.key().decode())
 
 
 def make_producer(bootstrap, compression):
     return Producer({
+        # Batches stay well under the small segments of some topics, even when records
+        # pile up while the broker is down (a batch over segment.bytes is refused).
+        "batch.size": 32768,
         "bootstrap.servers": bootstrap,
         "enable.idempotence": True,
         "acks": "all",
@@ -128,7 +153,7 @@ def commit_offsets(bootstrap, ledger, committed):
     acknowledged record; remembers what the broker confirmed."""
     topic = TOPICS[0][0]
     high = {}
-    for t, p, off in ledger.acked.values():
+    for t, p, off, _ in ledger.acked.values():
         if t == topic:
             high[p] = max(high.get(p, -1), off)
     if not high:
@@ -159,22 +184,25 @@ def read_committed_offsets(bootstrap):
 
 
 def read_everything(bootstrap):
-    """Every record of every crash topic, read by kafka-python: {(topic, partition): [(offset, value)]}."""
+    """Every record of every crash topic, read by kafka-python:
+    {(topic, partition): [(offset, value, key)]}, and the log start offsets."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                              consumer_timeout_ms=2000, max_partition_fetch_bytes=4 << 20)
-    tps = [KPTopicPartition(t, p) for t, _ in TOPICS for p in range(PARTITIONS)]
+    tps = [KPTopicPartition(t, p) for t, _, _, _ in TOPICS for p in range(PARTITIONS)]
     consumer.assign(tps)
     consumer.seek_to_beginning(*tps)
     ends = consumer.end_offsets(tps)
+    starts = consumer.beginning_offsets(tps)
     out = {(tp.topic, tp.partition): [] for tp in tps}
     deadline = time.time() + 300
     while time.time() < deadline:
         if all(consumer.position(tp) >= ends[tp] for tp in tps):
             break
         for tp, records in consumer.poll(timeout_ms=500, max_records=100000).items():
-            out[(tp.topic, tp.partition)].extend((r.offset, r.value.decode()) for r in records)
+            out[(tp.topic, tp.partition)].extend(
+                (r.offset, r.value.decode(), r.key.decode()) for r in records)
     consumer.close()
-    return out, ends
+    return out, {(tp.topic, tp.partition): off for tp, off in starts.items()}
 
 
 def main():
@@ -197,13 +225,14 @@ def main():
 
     broker.start()
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
-    config = {"flush.messages": "1"} if a.mode == "fsync" else {}
-    futures = admin.create_topics([NewTopic(t, PARTITIONS, 1, config=config) for t, _ in TOPICS])
+    flush = {"flush.messages": "1"} if a.mode == "fsync" else {}
+    futures = admin.create_topics([NewTopic(t, PARTITIONS, 1, config=dict(flush, **extra))
+                                   for t, _, _, extra in TOPICS])
     for f in futures.values():
         f.result(30)
 
     ledger = Ledger()
-    producers = [(t, make_producer(bootstrap, codec)) for t, codec in TOPICS]
+    producers = [(t, make_producer(bootstrap, codec)) for t, codec, _, _ in TOPICS]
     seq = 0
     committed = {}
     checked_commits = 0
@@ -218,8 +247,13 @@ def main():
             for _ in range(per_tick):
                 topic, producer = producers[seq % len(producers)]
                 value = "%d" % seq
+                key = value
+                if KINDS[topic] == "compact":
+                    key = "k%d" % (seq % COMPACT_KEYS)
+                elif KINDS[topic] == "retention":
+                    key = value + "-" + "r" * 200  # bulk, so that segments roll and go
                 try:
-                    producer.produce(topic, value=value.encode(), key=value.encode(),
+                    producer.produce(topic, value=value.encode(), key=key.encode(),
                                      partition=(seq // len(producers)) % PARTITIONS,
                                      on_delivery=ledger.callback)
                 except BufferError:
@@ -257,7 +291,7 @@ def main():
     # One more kill after the last acknowledgement, then read what the broker recovered.
     broker.kill9()
     broker.start()
-    records, ends = read_everything(bootstrap)
+    records, starts = read_everything(bootstrap)
     broker.stop()
 
     found = {}
@@ -265,20 +299,37 @@ def main():
     order_breaks = 0
     for (topic, partition), recs in records.items():
         last = -1
-        for offset, value in recs:
+        for offset, value, key in recs:
             if value in found:
                 duplicates += 1
                 if duplicates <= 5:
                     failures.append("record %s appears twice: %s and %s" % (value, found[value], (topic, partition, offset)))
-            found[value] = (topic, partition, offset)
+            found[value] = (topic, partition, offset, key)
             n = int(value)
             if n < last:
                 order_breaks += 1
                 if order_breaks <= 5:
                     failures.append("%s-%d: record %d after record %d" % (topic, partition, n, last))
             last = max(last, n)
-    missing = moved = 0
+    # The records each check expects: every acknowledged one in the plain topics; those
+    # at or past the log start in the retention topic; in the compacted topic, the last
+    # acknowledged record of each key, unless a later record of that key is in the log.
+    last_of_key = {}
+    for value, (topic, partition, offset, key) in found.items():
+        if KINDS[topic] == "compact":
+            k = (topic, partition, key)
+            last_of_key[k] = max(last_of_key.get(k, -1), offset)
+    expected = {}
     for value, where in ledger.acked.items():
+        topic, partition, offset, key = where
+        kind = KINDS[topic]
+        if kind == "retention" and offset < starts[(topic, partition)]:
+            continue
+        if kind == "compact" and last_of_key.get((topic, partition, key), -1) > offset:
+            continue
+        expected[value] = where
+    missing = moved = 0
+    for value, where in expected.items():
         got = found.get(value)
         if got is None:
             missing += 1
@@ -288,12 +339,17 @@ def main():
             moved += 1
             if moved <= 5:
                 failures.append("acknowledged record %s was at %s, is now at %s" % (value, where, got))
+    compacted_away = sum(1 for v, w in ledger.acked.items()
+                         if KINDS[w[0]] == "compact" and v not in expected)
+    deleted = sum(1 for v, w in ledger.acked.items()
+                  if KINDS[w[0]] == "retention" and v not in expected)
     print("crash suite (%s, seed %d): %d cycles with kill -9, %d records sent, %d acknowledged, "
-          "%d failed to the producer, %d checked and %d found at their offsets; %d missing, "
+          "%d failed to the producer, %d checked and %d found at their offsets (%d compacted "
+          "away by later records of their key, %d deleted by retention); %d missing, "
           "%d moved, %d duplicated, %d out of order; %d group-offset checks"
           % (a.mode, seed, a.cycles, ledger.sent, len(ledger.acked), len(ledger.failed),
-             len(ledger.acked), len(ledger.acked) - missing - moved, missing, moved, duplicates,
-             order_breaks, checked_commits), flush=True)
+             len(expected), len(expected) - missing - moved, compacted_away, deleted, missing,
+             moved, duplicates, order_breaks, checked_commits), flush=True)
     if ledger.failed:
         sample = list(ledger.failed.items())[:3]
         failures.append("%d records failed to the producer, e.g. %s" % (len(ledger.failed), sample))
