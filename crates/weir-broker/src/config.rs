@@ -45,6 +45,8 @@ pub struct BrokerConfig {
     pub listeners: Vec<Listener>,
     /// Same names as `listeners`; what Metadata tells clients to connect to.
     pub advertised_listeners: Vec<Listener>,
+    /// The TLS setup of each `SSL` listener, by name.
+    pub tls: BTreeMap<String, Arc<rustls::ServerConfig>>,
     pub log_dirs: Vec<PathBuf>,
     /// Topic defaults from the broker's log settings.
     pub log_defaults: Arc<LogConfig>,
@@ -325,13 +327,28 @@ impl BrokerConfig {
                      https://kafka.apache.org/documentation/#brokerconfigs)"
                 ));
             }
-            if key.starts_with("ssl.")
-                || key.starts_with("sasl.")
-                || key.starts_with("listener.name.")
-            {
+            // `ssl.*`, or `listener.name.<listener>.ssl.*`: TLS (tls.rs).
+            let setting = match key.strip_prefix("listener.name.") {
+                Some(rest) => rest.split_once('.').map_or("", |(_, k)| k),
+                None => key.as_str(),
+            };
+            if setting.starts_with("ssl.") {
+                if crate::tls::HONOURED.contains(&setting) {
+                    continue;
+                }
+                if let Some((_, why)) = crate::tls::IGNORED.iter().find(|(k, _)| *k == setting) {
+                    tracing::info!("ignoring {key}: {why}");
+                    continue;
+                }
+                return Err(format!("unknown TLS setting '{key}' (a typo?)"));
+            }
+            if setting.starts_with("sasl.") {
                 return Err(format!(
-                    "{key}: TLS and SASL are not supported by this Weir version yet"
+                    "{key}: SASL is not supported by this Weir version yet"
                 ));
+            }
+            if key.starts_with("listener.name.") {
+                return Err(format!("unknown listener setting '{key}'"));
             }
         }
         let node_id = match (props.get("node.id"), props.get("broker.id")) {
@@ -350,12 +367,16 @@ impl BrokerConfig {
                 .map_or("PLAINTEXT://127.0.0.1:9092", |s| s.as_str()),
         )?;
         let protocol_map = parse_protocol_map(props.get("listener.security.protocol.map"))?;
+        let mut tls = BTreeMap::new();
         for l in &listeners {
             match protocol_map.get(&l.name).map(String::as_str) {
                 Some("PLAINTEXT") => {}
+                Some("SSL") => {
+                    tls.insert(l.name.clone(), crate::tls::server_config(&l.name, &props)?);
+                }
                 Some(p) => {
                     return Err(format!(
-                        "listener {} uses {p}: only PLAINTEXT listeners are supported by this Weir version",
+                        "listener {} uses {p}: this Weir version serves PLAINTEXT and SSL listeners",
                         l.name
                     ))
                 }
@@ -474,6 +495,7 @@ impl BrokerConfig {
             node_id,
             listeners,
             advertised_listeners,
+            tls,
             log_dirs,
             log_defaults,
             set_keys: props.keys().cloned().collect(),
@@ -610,7 +632,23 @@ mod tests {
         let e = cfg(&[("log.segment.bytes", "5")]).unwrap_err();
         assert!(e.contains("segment.bytes"), "{e}");
         let e = cfg(&[("listeners", "SSL://:9093")]).unwrap_err();
-        assert!(e.contains("only PLAINTEXT"), "{e}");
+        assert!(e.contains("set ssl.keystore.location"), "{e}");
+        let e = cfg(&[
+            ("listeners", "SSL://:9093"),
+            ("ssl.keystore.type", "JKS"),
+            ("ssl.keystore.location", "/x.jks"),
+        ])
+        .unwrap_err();
+        assert!(
+            e.contains("PEM keystores only") && e.contains("keytool"),
+            "{e}"
+        );
+        let e = cfg(&[("listeners", "SASL_SSL://:9093")]).unwrap_err();
+        assert!(e.contains("PLAINTEXT and SSL listeners"), "{e}");
+        let e = cfg(&[("ssl.keystore.locaton", "/x.pem")]).unwrap_err();
+        assert!(e.contains("unknown TLS setting"), "{e}");
+        let e = cfg(&[("listener.name.sasl_ssl.sasl.enabled.mechanisms", "PLAIN")]).unwrap_err();
+        assert!(e.contains("SASL is not supported"), "{e}");
         let e = cfg(&[("advertised.listeners", "PLAINTEXT://0.0.0.0:9092")]).unwrap_err();
         assert!(e.contains("must name a host"), "{e}");
         let e = cfg(&[("default.replication.factor", "3")]).unwrap_err();

@@ -14,8 +14,11 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol::ResponseError as E;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
@@ -80,12 +83,64 @@ enum Stop {
     Cut,
 }
 
+/// A client connection as accepted: plain TCP, or TLS over it (an `SSL` listener).
+pub enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+/// The reading half of a connection.
+enum ReadSide {
+    Plain(OwnedReadHalf),
+    Tls(tokio::io::ReadHalf<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for ReadSide {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            ReadSide::Plain(r) => Pin::new(r).poll_read(cx, buf),
+            ReadSide::Tls(r) => Pin::new(r).poll_read(cx, buf),
+        }
+    }
+}
+
+/// The writing half of a connection.
+enum WriteSide {
+    Plain(OwnedWriteHalf),
+    Tls(tokio::io::WriteHalf<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl WriteSide {
+    /// Writes one response: file ranges go with sendfile on plain TCP; TLS must encrypt
+    /// them, so they are read into memory first.
+    async fn send(&mut self, out: &Outgoing) -> std::io::Result<()> {
+        match self {
+            WriteSide::Plain(w) => out.write_to(w).await,
+            WriteSide::Tls(w) => {
+                w.write_all(&out.to_bytes()?).await?;
+                w.flush().await
+            }
+        }
+    }
+
+    async fn shutdown(&mut self) {
+        let _ = match self {
+            WriteSide::Plain(w) => w.shutdown().await,
+            WriteSide::Tls(w) => w.shutdown().await,
+        };
+    }
+}
+
 /// Reads request frames off a connection. It holds no buffer while the connection is
 /// idle, and memory for a frame only as the frame's bytes arrive, so neither ten thousand
 /// idle connections nor clients that announce large frames and send them slowly cost more
 /// than the bytes they have actually sent.
 struct FrameReader {
-    rd: OwnedReadHalf,
+    rd: ReadSide,
     buf: BytesMut,
     idle: Duration,
     max: usize,
@@ -95,8 +150,23 @@ impl FrameReader {
     /// Waits (at most `idle`) for bytes, then reads what has arrived into `buf`, making
     /// room for `room` bytes if it has none.
     async fn fill(&mut self, room: usize) -> Result<(), Stop> {
+        let rd = match &mut self.rd {
+            ReadSide::Plain(rd) => rd,
+            ReadSide::Tls(rd) => {
+                // TLS decrypts into its own buffers: here the room is made before the wait.
+                if self.buf.capacity() == self.buf.len() {
+                    self.buf.reserve(room);
+                }
+                return match tokio::time::timeout(self.idle, rd.read_buf(&mut self.buf)).await {
+                    Err(_) => Err(Stop::Idle),
+                    Ok(Ok(0)) => Err(Stop::Cut),
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(_)) => Err(Stop::Quiet),
+                };
+            }
+        };
         loop {
-            match tokio::time::timeout(self.idle, self.rd.readable()).await {
+            match tokio::time::timeout(self.idle, rd.readable()).await {
                 Err(_) => return Err(Stop::Idle),
                 Ok(Err(_)) => return Err(Stop::Quiet),
                 Ok(Ok(())) => {}
@@ -104,7 +174,7 @@ impl FrameReader {
             if self.buf.capacity() == self.buf.len() {
                 self.buf.reserve(room);
             }
-            match self.rd.try_read_buf(&mut self.buf) {
+            match rd.try_read_buf(&mut self.buf) {
                 Ok(0) => return Err(Stop::Cut),
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
@@ -179,9 +249,21 @@ impl FrameReader {
 }
 
 /// Serves one connection until the client goes away, errs, idles out, or the broker stops.
-pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, listener: Arc<str>) {
-    let _ = stream.set_nodelay(true);
-    let (rd, mut wr) = stream.into_split();
+pub async fn serve(broker: Arc<Broker>, stream: Stream, peer: SocketAddr, listener: Arc<str>) {
+    let (rd, mut wr) = match stream {
+        Stream::Plain(s) => {
+            let _ = s.set_nodelay(true);
+            let (rd, wr) = s.into_split();
+            (ReadSide::Plain(rd), WriteSide::Plain(wr))
+        }
+        Stream::Tls(s) => {
+            let _ = s.get_ref().0.set_nodelay(true);
+            let (rd, wr) = tokio::io::split(*s);
+            (ReadSide::Tls(rd), WriteSide::Tls(wr))
+        }
+    };
+    // Under TLS a response's file ranges are read into memory to be encrypted.
+    let tls = matches!(wr, WriteSide::Tls(_));
     // Responses wait here until written, holding this connection's response allowance:
     // a client that stops reading stops being read once RESPONSE_QUEUE bytes wait for it,
     // as Kafka mutes a connection until its response is sent.
@@ -190,12 +272,12 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, lis
     let writer = tokio::spawn(async move {
         while let Some((frame, _memory)) = rx.recv().await {
             // Boxed, like the handlers below: the writer's state is large while it writes.
-            if let Err(e) = Box::pin(frame.write_to(&mut wr)).await {
+            if let Err(e) = Box::pin(wr.send(&frame)).await {
                 tracing::debug!(%peer, "closing a connection: writing a response failed: {e}");
                 break;
             }
         }
-        let _ = wr.shutdown().await;
+        wr.shutdown().await;
     });
     let mut reader = FrameReader {
         rd,
@@ -230,7 +312,12 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, lis
         drop(permit);
         match response {
             Ok(Some(out)) => {
-                let kib = out.memory_len().div_ceil(1024).clamp(1, RESPONSE_QUEUE_KIB);
+                let held = if tls {
+                    out.wire_len()
+                } else {
+                    out.memory_len()
+                };
+                let kib = held.div_ceil(1024).clamp(1, RESPONSE_QUEUE_KIB);
                 let Ok(queued) = allowance.clone().acquire_many_owned(kib as u32).await else {
                     break;
                 };

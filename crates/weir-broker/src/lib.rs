@@ -23,6 +23,7 @@ pub mod group;
 pub mod metrics;
 pub mod outgoing;
 pub mod server;
+pub mod tls;
 pub mod topics;
 
 pub use broker::Broker;

@@ -13,6 +13,10 @@ use tokio::net::TcpListener;
 
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
+use crate::connection::Stream;
+
+/// How long a client has to finish its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A started broker: its state, where it listens, and how to stop it.
 pub struct RunningBroker {
@@ -108,6 +112,11 @@ impl RunningBroker {
             addrs.push(addr);
             let broker = broker.clone();
             let limits = limits.clone();
+            let tls = broker
+                .config
+                .tls
+                .get(&name)
+                .map(|c| tokio_rustls::TlsAcceptor::from(c.clone()));
             let name: Arc<str> = name.into();
             accept_tasks.push(tokio::spawn(async move {
                 let mut shutdown = broker.shutdown.subscribe();
@@ -125,7 +134,28 @@ impl RunningBroker {
                             };
                             let broker = broker.clone();
                             let name = name.clone();
+                            let tls = tls.clone();
                             tokio::spawn(async move {
+                                let stream = match tls {
+                                    None => Stream::Plain(stream),
+                                    Some(acceptor) => {
+                                        let handshake = tokio::time::timeout(
+                                            TLS_HANDSHAKE_TIMEOUT,
+                                            acceptor.accept(stream),
+                                        );
+                                        match handshake.await {
+                                            Ok(Ok(s)) => Stream::Tls(Box::new(s)),
+                                            Ok(Err(e)) => {
+                                                tracing::debug!(%peer, listener = %name, "TLS handshake failed: {e}");
+                                                return;
+                                            }
+                                            Err(_) => {
+                                                tracing::debug!(%peer, listener = %name, "TLS handshake timed out");
+                                                return;
+                                            }
+                                        }
+                                    }
+                                };
                                 crate::connection::serve(broker, stream, peer, name).await;
                                 drop(slot);
                             });

@@ -461,8 +461,10 @@ pub fn describe_configs(
                         .filter(|(k, _, _)| keep(k))
                     {
                         let mut c = DescribeConfigsResourceResult::default();
+                        // As Kafka: secrets (a PEM private key, passwords) are never shown.
+                        c.is_sensitive = crate::tls::is_sensitive(&k);
+                        c.value = (!c.is_sensitive).then(|| s(val));
                         c.name = s(k);
-                        c.value = Some(s(val));
                         c.read_only = true;
                         // STATIC_BROKER_CONFIG = 4, DEFAULT_CONFIG = 5
                         c.config_source = if set { 4 } else { 5 };

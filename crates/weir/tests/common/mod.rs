@@ -49,17 +49,22 @@ impl Server {
         for o in overrides {
             cmd.args(["--override", o]);
         }
-        let child = cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        // The broker's log goes beside its data directory, for the failure message.
+        let log_path = data_dir.with_extension("serve.log");
+        if let Some(parent) = log_path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        let log = std::fs::File::create(&log_path).unwrap();
+        let mut child = cmd.stdout(Stdio::null()).stderr(log).spawn().unwrap();
         let start = Instant::now();
         while std::net::TcpStream::connect(&addr).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "weir serve did not start"
-            );
+            let exited = child.try_wait().unwrap();
+            if exited.is_some() || start.elapsed() > Duration::from_secs(30) {
+                panic!(
+                    "weir serve did not start ({exited:?}):\n{}",
+                    std::fs::read_to_string(&log_path).unwrap_or_default()
+                );
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
         Server {

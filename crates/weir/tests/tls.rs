@@ -1,0 +1,323 @@
+//! TLS listeners as Kafka clients use them: `weir serve` with a PLAINTEXT listener and two
+//! SSL ones — one with server authentication only, one requiring client certificates
+//! (mTLS) — configured with Kafka's keys and PEM files made here with openssl. kcat
+//! (librdkafka) and kafka-python produce and consume over TLS; a client without a
+//! certificate is refused by the mTLS listener; plaintext bytes to a TLS port close only
+//! that connection.
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use common::{weir, Server};
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl is needed to make the test certificates");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA, a server certificate for localhost/127.0.0.1 and a client certificate, all
+/// P-256; the server's keystore holds its key and chain in one PEM file.
+fn make_certs(dir: &Path) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=weir test CA",
+    ]);
+    openssl(dir, &ca);
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    for who in ["server", "client"] {
+        let mut req = vec!["req"];
+        req.extend(ec);
+        let (key, csr, crt, ext) = (
+            format!("{who}.key"),
+            format!("{who}.csr"),
+            format!("{who}.crt"),
+            format!("{who}.ext"),
+        );
+        let subj = format!("/CN={who}");
+        req.extend(["-keyout", &key, "-out", &csr, "-subj", &subj]);
+        openssl(dir, &req);
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &crt,
+                "-days",
+                "2",
+                "-extfile",
+                &ext,
+            ],
+        );
+    }
+    let keystore = [
+        std::fs::read(dir.join("server.key")).unwrap(),
+        std::fs::read(dir.join("server.crt")).unwrap(),
+        std::fs::read(dir.join("ca.pem")).unwrap(),
+    ]
+    .concat();
+    std::fs::write(dir.join("server.pem"), keystore).unwrap();
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn kcat(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new("kcat")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kcat is needed (scripts/install-test-deps.sh)");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// The Python interpreter with kafka-python (scripts/install-test-deps.sh makes it).
+fn python() -> PathBuf {
+    if let Ok(p) = std::env::var("WEIR_PYTHON") {
+        return p.into();
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    assert!(
+        venv.exists(),
+        "kafka-python is needed: run ./scripts/install-test-deps.sh (or set WEIR_PYTHON)"
+    );
+    venv
+}
+
+struct Tls {
+    server: Server,
+    ssl: String,
+    mtls: String,
+    certs: tempfile::TempDir,
+    _data: tempfile::TempDir,
+}
+
+fn start() -> Tls {
+    let certs = tempfile::tempdir().unwrap();
+    make_certs(certs.path());
+    let data = tempfile::tempdir().unwrap();
+    let plain = free_port();
+    let (ssl, mtls) = (free_port(), free_port());
+    let c = |f: &str| certs.path().join(f).display().to_string();
+    let settings = vec![
+        format!(
+            "listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl},MTLS://127.0.0.1:{mtls}"
+        ),
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL".into(),
+        "ssl.keystore.type=PEM".into(),
+        // Not needed for an unencrypted key; here to check DescribeConfigs hides it.
+        "ssl.key.password=hunter2".into(),
+        format!("ssl.keystore.location={}", c("server.pem")),
+        "listener.name.mtls.ssl.client.auth=required".into(),
+        "listener.name.mtls.ssl.truststore.type=PEM".into(),
+        format!("listener.name.mtls.ssl.truststore.location={}", c("ca.pem")),
+    ];
+    let server = Server::start_on(&data.path().join("data"), &settings, plain);
+    Tls {
+        server,
+        ssl: format!("127.0.0.1:{ssl}"),
+        mtls: format!("127.0.0.1:{mtls}"),
+        certs,
+        _data: data,
+    }
+}
+
+#[test]
+fn kafka_clients_produce_and_consume_over_tls_and_mtls_refuses_strangers() {
+    let t = start();
+    let c = |f: &str| t.certs.path().join(f).display().to_string();
+    weir(&[
+        "topics",
+        "create",
+        "--bootstrap",
+        &t.server.addr,
+        "--topic",
+        "secret",
+    ]);
+
+    // librdkafka over TLS, checking the broker's certificate against the CA.
+    let ca = format!("ssl.ca.location={}", c("ca.pem"));
+    let tls_args = ["-X", "security.protocol=SSL", "-X", ca.as_str()];
+    let mut produce = vec!["-b", t.ssl.as_str(), "-t", "secret", "-P"];
+    produce.extend(tls_args);
+    let out = kcat(&produce, b"one\ntwo\nthree\n");
+    assert!(
+        out.status.success(),
+        "kcat -P over TLS: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // kafka-python over TLS reads them back, and writes one more.
+    let script = format!(
+        r#"
+from kafka import KafkaConsumer, KafkaProducer
+tls = dict(security_protocol="SSL", ssl_cafile={ca:?})
+p = KafkaProducer(bootstrap_servers={b:?}, **tls)
+p.send("secret", b"four").get(timeout=30)
+p.close()
+c = KafkaConsumer("secret", bootstrap_servers={b:?}, auto_offset_reset="earliest",
+                  consumer_timeout_ms=5000, **tls)
+print(",".join(r.value.decode() for r in c))
+"#,
+        ca = c("ca.pem"),
+        b = t.ssl
+    );
+    let out = Command::new(python())
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kafka-python over TLS: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "one,two,three,four"
+    );
+
+    // mTLS: with the client's certificate, librdkafka reads everything.
+    let (cert, key) = (
+        format!("ssl.certificate.location={}", c("client.crt")),
+        format!("ssl.key.location={}", c("client.key")),
+    );
+    let mut consume = vec![
+        "-b",
+        t.mtls.as_str(),
+        "-t",
+        "secret",
+        "-C",
+        "-e",
+        "-o",
+        "beginning",
+    ];
+    consume.extend(tls_args);
+    consume.extend(["-X", cert.as_str(), "-X", key.as_str()]);
+    let out = kcat(&consume, b"");
+    assert!(
+        out.status.success(),
+        "kcat -C over mTLS: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "one\ntwo\nthree\nfour\n"
+    );
+
+    // Without one, the mTLS listener lets nothing through.
+    let mut stranger = vec!["-b", t.mtls.as_str(), "-L", "-m", "5"];
+    stranger.extend(tls_args);
+    let out = kcat(&stranger, b"");
+    assert!(
+        !out.status.success(),
+        "a client without a certificate got metadata from the mTLS listener: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // Plaintext Kafka bytes to a TLS port: that connection closes, nothing else.
+    let mut s = std::net::TcpStream::connect(&t.ssl).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(15)))
+        .unwrap();
+    s.write_all(&[0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0, 0])
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let n = std::io::Read::read(&mut s, &mut buf).unwrap_or(0);
+    assert!(
+        n == 0 || buf[0] == 0x15,
+        "a TLS port answered plaintext with {n} bytes"
+    );
+    let out = kcat(&consume, b"");
+    assert!(
+        out.status.success(),
+        "the mTLS listener after the stray plaintext"
+    );
+
+    // DescribeConfigs shows the TLS settings, but never a secret.
+    let configs = describe_broker(&t.server.addr);
+    let find = |k: &str| configs.iter().find(|c| c.name.as_str() == k).unwrap();
+    assert_eq!(find("ssl.keystore.type").value.as_deref(), Some("PEM"));
+    let password = find("ssl.key.password");
+    assert!(
+        password.is_sensitive && password.value.is_none(),
+        "{password:?}"
+    );
+}
+
+/// The broker's settings, by DescribeConfigs v1 over the plaintext listener.
+fn describe_broker(
+    addr: &str,
+) -> Vec<kafka_protocol::messages::describe_configs_response::DescribeConfigsResourceResult> {
+    use bytes::Buf;
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::{Decodable, StrBytes};
+    use std::io::Read;
+    let mut r = describe_configs_request::DescribeConfigsResource::default();
+    r.resource_type = 4; // BROKER
+    r.resource_name = StrBytes::from_static_str("1");
+    r.configuration_keys = None; // all of them
+    let mut req = DescribeConfigsRequest::default();
+    req.resources.push(r);
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(&common::frame(
+        ApiKey::DescribeConfigs,
+        1,
+        1,
+        &RequestKind::DescribeConfigs(req),
+    ))
+    .unwrap();
+    let mut size = [0u8; 4];
+    s.read_exact(&mut size).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    s.read_exact(&mut body).unwrap();
+    let mut body = bytes::Bytes::from(body);
+    body.advance(4); // the correlation id
+    let mut resp = DescribeConfigsResponse::decode(&mut body, 1).unwrap();
+    resp.results.remove(0).configs
+}
