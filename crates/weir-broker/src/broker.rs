@@ -69,6 +69,8 @@ pub struct Broker {
     /// Appends of compressed batches running at once (one per core), each inflating its
     /// batch up to `weir_log::MAX_DECOMPRESSED_BYTES` to validate it.
     pub inflate_slots: Semaphore,
+    /// SCRAM credentials (`weir-users.json` in the first data directory).
+    pub users: crate::sasl::Users,
 }
 
 /// Persists group state into `__consumer_offsets`, created on first use.
@@ -189,6 +191,7 @@ impl Broker {
         });
         let groups = GroupCoordinator::new(config.group.clone(), store.clone());
         let producer_ids = reserve_producer_ids(&config.log_dirs[0], 0)?;
+        let users = crate::sasl::Users::load(&config.log_dirs[0])?;
         let (shutdown, _) = watch::channel(false);
         let request_memory = RequestMemory::new(config.queued_max_request_bytes);
         let broker = Arc::new(Broker {
@@ -200,6 +203,7 @@ impl Broker {
             producer_ids: Mutex::new(producer_ids),
             shutdown,
             request_memory,
+            users,
             inflate_slots: Semaphore::new(
                 std::thread::available_parallelism().map_or(2, |n| n.get()),
             ),

@@ -38,6 +38,52 @@ impl Listener {
     }
 }
 
+/// A SASL listener: the mechanisms it offers, and PLAIN's users from its JAAS
+/// configuration (`user_<name>="<password>"`, as Kafka's PlainLoginModule).
+#[derive(Debug, Clone, Default)]
+pub struct SaslListener {
+    pub mechanisms: Vec<String>,
+    pub plain_users: BTreeMap<String, String>,
+}
+
+impl SaslListener {
+    fn from_properties(name: &str, props: &BTreeMap<String, String>) -> Result<Self, String> {
+        let prefix = format!("listener.name.{}.", name.to_ascii_lowercase());
+        let get = |key: &str| {
+            props
+                .get(&format!("{prefix}{key}"))
+                .or_else(|| props.get(key))
+        };
+        let mechanisms: Vec<String> = match get("sasl.enabled.mechanisms") {
+            // Kafka's default is GSSAPI, which Weir does not offer: SCRAM instead.
+            None => vec!["SCRAM-SHA-256".into(), "SCRAM-SHA-512".into()],
+            Some(list) => list
+                .split(',')
+                .map(|m| m.trim().to_ascii_uppercase())
+                .filter(|m| !m.is_empty())
+                .collect(),
+        };
+        for m in &mechanisms {
+            if crate::sasl::Exchange::start(m).is_none() {
+                return Err(format!(
+                    "listener {name}: SASL mechanism {m} is not offered (PLAIN, SCRAM-SHA-256, \
+                     SCRAM-SHA-512)"
+                ));
+            }
+        }
+        if mechanisms.is_empty() {
+            return Err(format!("listener {name}: sasl.enabled.mechanisms is empty"));
+        }
+        let jaas = get("plain.sasl.jaas.config").or_else(|| get("sasl.jaas.config"));
+        Ok(SaslListener {
+            mechanisms,
+            plain_users: jaas
+                .map(|j| crate::sasl::jaas_plain_users(j))
+                .unwrap_or_default(),
+        })
+    }
+}
+
 /// Everything the broker needs to start.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -47,6 +93,8 @@ pub struct BrokerConfig {
     pub advertised_listeners: Vec<Listener>,
     /// The TLS setup of each `SSL` listener, by name.
     pub tls: BTreeMap<String, Arc<rustls::ServerConfig>>,
+    /// The SASL setup of each `SASL_PLAINTEXT` or `SASL_SSL` listener, by name.
+    pub sasl: BTreeMap<String, SaslListener>,
     pub log_dirs: Vec<PathBuf>,
     /// Topic defaults from the broker's log settings.
     pub log_defaults: Arc<LogConfig>,
@@ -327,11 +375,16 @@ impl BrokerConfig {
                      https://kafka.apache.org/documentation/#brokerconfigs)"
                 ));
             }
-            // `ssl.*`, or `listener.name.<listener>.ssl.*`: TLS (tls.rs).
+            // `ssl.*`, or `listener.name.<listener>.ssl.*`: TLS (tls.rs); `sasl.*`, also
+            // per listener and per mechanism (`listener.name.<l>.plain.sasl.jaas.config`).
             let setting = match key.strip_prefix("listener.name.") {
                 Some(rest) => rest.split_once('.').map_or("", |(_, k)| k),
                 None => key.as_str(),
             };
+            let setting = ["plain.", "scram-sha-256.", "scram-sha-512."]
+                .iter()
+                .find_map(|m| setting.strip_prefix(m))
+                .unwrap_or(setting);
             if setting.starts_with("ssl.") {
                 if crate::tls::HONOURED.contains(&setting) {
                     continue;
@@ -343,8 +396,16 @@ impl BrokerConfig {
                 return Err(format!("unknown TLS setting '{key}' (a typo?)"));
             }
             if setting.starts_with("sasl.") {
+                if ["sasl.enabled.mechanisms", "sasl.jaas.config"].contains(&setting) {
+                    continue;
+                }
+                if setting == "sasl.mechanism.inter.broker.protocol" {
+                    tracing::info!("ignoring {key}: no other brokers");
+                    continue;
+                }
                 return Err(format!(
-                    "{key}: SASL is not supported by this Weir version yet"
+                    "{key}: not supported (Weir's SASL takes sasl.enabled.mechanisms and \
+                     PlainLoginModule users in sasl.jaas.config)"
                 ));
             }
             if key.starts_with("listener.name.") {
@@ -368,18 +429,21 @@ impl BrokerConfig {
         )?;
         let protocol_map = parse_protocol_map(props.get("listener.security.protocol.map"))?;
         let mut tls = BTreeMap::new();
+        let mut sasl = BTreeMap::new();
         for l in &listeners {
             match protocol_map.get(&l.name).map(String::as_str) {
                 Some("PLAINTEXT") => {}
                 Some("SSL") => {
                     tls.insert(l.name.clone(), crate::tls::server_config(&l.name, &props)?);
                 }
-                Some(p) => {
-                    return Err(format!(
-                        "listener {} uses {p}: this Weir version serves PLAINTEXT and SSL listeners",
-                        l.name
-                    ))
+                Some("SASL_PLAINTEXT") => {
+                    sasl.insert(l.name.clone(), SaslListener::from_properties(&l.name, &props)?);
                 }
+                Some("SASL_SSL") => {
+                    tls.insert(l.name.clone(), crate::tls::server_config(&l.name, &props)?);
+                    sasl.insert(l.name.clone(), SaslListener::from_properties(&l.name, &props)?);
+                }
+                Some(p) => return Err(format!("listener {}: unknown security protocol {p}", l.name)),
                 None => {
                     return Err(format!(
                         "listener {} has no security protocol: add it to listener.security.protocol.map",
@@ -496,6 +560,7 @@ impl BrokerConfig {
             listeners,
             advertised_listeners,
             tls,
+            sasl,
             log_dirs,
             log_defaults,
             set_keys: props.keys().cloned().collect(),
@@ -643,12 +708,16 @@ mod tests {
             e.contains("PEM keystores only") && e.contains("keytool"),
             "{e}"
         );
-        let e = cfg(&[("listeners", "SASL_SSL://:9093")]).unwrap_err();
-        assert!(e.contains("PLAINTEXT and SSL listeners"), "{e}");
+        let e = cfg(&[
+            ("listeners", "SASL_PLAINTEXT://:9093"),
+            ("sasl.enabled.mechanisms", "GSSAPI"),
+        ])
+        .unwrap_err();
+        assert!(e.contains("GSSAPI is not offered"), "{e}");
         let e = cfg(&[("ssl.keystore.locaton", "/x.pem")]).unwrap_err();
         assert!(e.contains("unknown TLS setting"), "{e}");
-        let e = cfg(&[("listener.name.sasl_ssl.sasl.enabled.mechanisms", "PLAIN")]).unwrap_err();
-        assert!(e.contains("SASL is not supported"), "{e}");
+        let e = cfg(&[("sasl.server.callback.handler.class", "x")]).unwrap_err();
+        assert!(e.contains("not supported"), "{e}");
         let e = cfg(&[("advertised.listeners", "PLAINTEXT://0.0.0.0:9092")]).unwrap_err();
         assert!(e.contains("must name a host"), "{e}");
         let e = cfg(&[("default.replication.factor", "3")]).unwrap_err();

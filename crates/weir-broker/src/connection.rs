@@ -36,6 +36,8 @@ pub struct RequestContext {
     pub peer: SocketAddr,
     /// The listener the client connected through (Metadata advertises that one).
     pub listener: Arc<str>,
+    /// Kafka's principal: `User:<name>` after SASL, else `User:ANONYMOUS`.
+    pub principal: String,
 }
 
 /// The broker's request memory, `queued.max.request.bytes`, counted in KiB: request
@@ -285,6 +287,7 @@ pub async fn serve(broker: Arc<Broker>, stream: Stream, peer: SocketAddr, listen
         idle: Duration::from_millis(broker.config.connections_max_idle_ms.max(1)),
         max: broker.config.socket_request_max_bytes,
     };
+    let mut session = crate::sasl::Session::new(broker.config.sasl.get(&*listener).cloned());
     let mut shutdown = broker.shutdown.subscribe();
     loop {
         let next = tokio::select! {
@@ -308,9 +311,14 @@ pub async fn serve(broker: Arc<Broker>, stream: Stream, peer: SocketAddr, listen
             }
         };
         // Boxed: the handlers' state is large, and an idle connection should not carry it.
-        let response = Box::pin(handle_frame(&broker, frame, peer, &listener)).await;
+        let response = if session.expects_bare_token() {
+            Ok(bare_sasl_token(&broker, &mut session, &frame))
+        } else {
+            Box::pin(handle_frame(&broker, frame, peer, &listener, &mut session)).await
+        };
         drop(permit);
-        match response {
+        let close = matches!(response, Ok((_, true)));
+        match response.map(|(out, _)| out) {
             Ok(Some(out)) => {
                 let held = if tls {
                     out.wire_len()
@@ -324,7 +332,12 @@ pub async fn serve(broker: Arc<Broker>, stream: Stream, peer: SocketAddr, listen
                 if tx.send((out, queued)).await.is_err() {
                     break;
                 }
+                if close {
+                    tracing::debug!(%peer, "closing a connection after a failed SASL authentication");
+                    break;
+                }
             }
+            Ok(None) if close => break,
             Ok(None) => {}
             Err(reason) => {
                 tracing::warn!(%peer, "closing a connection: {reason}");
@@ -334,6 +347,27 @@ pub async fn serve(broker: Arc<Broker>, stream: Stream, peer: SocketAddr, listen
     }
     drop(tx);
     let _ = writer.await;
+}
+
+/// A SASL token after a v0 SaslHandshake: the answer goes back bare too, size-prefixed.
+fn bare_sasl_token(
+    broker: &Broker,
+    session: &mut crate::sasl::Session,
+    token: &[u8],
+) -> (Option<Outgoing>, bool) {
+    let a = session.authenticate(token, &broker.users);
+    if a.error != 0 {
+        // No way to say why in this framing: the connection closes, as Kafka's does.
+        tracing::info!(
+            "SASL authentication failed: {}",
+            a.message.unwrap_or_default()
+        );
+        return (None, true);
+    }
+    let mut out = BytesMut::with_capacity(4 + a.bytes.len());
+    out.put_i32(a.bytes.len() as i32);
+    out.extend_from_slice(&a.bytes);
+    (Some(Outgoing::Frame(out.freeze())), false)
 }
 
 /// A request frame (after its size prefix), decoded.
@@ -387,13 +421,14 @@ pub fn decode_request(mut frame: Bytes) -> Result<Decoded, String> {
 }
 
 /// Decodes, handles and encodes one request. `Ok(None)`: no response is due (acks=0);
-/// `Err`: the connection must close.
+/// `Ok((_, true))`: close once the response is written; `Err`: the connection must close.
 async fn handle_frame(
     broker: &Arc<Broker>,
     frame: Bytes,
     peer: SocketAddr,
     listener: &Arc<str>,
-) -> Result<Option<Outgoing>, String> {
+    session: &mut crate::sasl::Session,
+) -> Result<(Option<Outgoing>, bool), String> {
     let (api_key, version, correlation_id, header, request) = match decode_request(frame)? {
         Decoded::UnsupportedApiVersions { correlation_id } => {
             let mut resp = apis::api_versions_response();
@@ -404,7 +439,7 @@ async fn handle_frame(
                 correlation_id,
                 &ResponseKind::ApiVersions(resp),
             )
-            .map(|b| Some(Outgoing::Frame(b)));
+            .map(|b| (Some(Outgoing::Frame(b)), false));
         }
         Decoded::Request {
             api_key,
@@ -414,6 +449,12 @@ async fn handle_frame(
             request,
         } => (api_key, version, correlation_id, header, request),
     };
+    if !session.allows(api_key) {
+        return Err(format!(
+            "a {api_key:?} request before SASL authentication (only ApiVersions, SaslHandshake \
+             and SaslAuthenticate are served until then)"
+        ));
+    }
     let ctx = RequestContext {
         api_key,
         version,
@@ -425,9 +466,18 @@ async fn handle_frame(
             .unwrap_or_default(),
         peer,
         listener: listener.clone(),
+        principal: session.principal.clone(),
     };
     let started = std::time::Instant::now();
-    let response = apis::handle(broker, &ctx, request).await?;
+    let response = match request {
+        RequestKind::SaslHandshake(r) => {
+            apis::sasl::handshake(&ctx, session, r).map(|(b, close)| (Some(b), close))?
+        }
+        RequestKind::SaslAuthenticate(r) => {
+            apis::sasl::authenticate(broker, &ctx, session, r).map(|(b, close)| (Some(b), close))?
+        }
+        request => (apis::handle(broker, &ctx, request).await?, false),
+    };
     crate::metrics::request_done(api_key, started.elapsed());
     Ok(response)
 }

@@ -22,6 +22,7 @@ pub mod connection;
 pub mod group;
 pub mod metrics;
 pub mod outgoing;
+pub mod sasl;
 pub mod server;
 pub mod tls;
 pub mod topics;

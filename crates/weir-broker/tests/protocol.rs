@@ -305,6 +305,31 @@ fn request(api: ApiKey, topic: &str, v: i16) -> RequestKind {
             RequestKind::OffsetDelete(r)
         }
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(DescribeClusterRequest::default()),
+        // On a listener without SASL these answer ILLEGAL_SASL_STATE.
+        ApiKey::SaslHandshake => {
+            let mut r = SaslHandshakeRequest::default();
+            r.mechanism = StrBytes::from_static_str("SCRAM-SHA-256");
+            RequestKind::SaslHandshake(r)
+        }
+        ApiKey::SaslAuthenticate => {
+            RequestKind::SaslAuthenticate(SaslAuthenticateRequest::default())
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            let mut r = DescribeUserScramCredentialsRequest::default();
+            r.users = None;
+            RequestKind::DescribeUserScramCredentials(r)
+        }
+        ApiKey::AlterUserScramCredentials => {
+            let mut u = alter_user_scram_credentials_request::ScramCredentialUpsertion::default();
+            u.name = StrBytes::from_string(format!("{topic}-user"));
+            u.mechanism = 1;
+            u.iterations = 4096;
+            u.salt = Bytes::from_static(b"salt");
+            u.salted_password = Bytes::from_static(&[7; 32]);
+            let mut r = AlterUserScramCredentialsRequest::default();
+            r.upsertions.push(u);
+            RequestKind::AlterUserScramCredentials(r)
+        }
         other => panic!("no test request for {other:?}"),
     }
 }

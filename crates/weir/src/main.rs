@@ -10,6 +10,7 @@ mod json;
 mod produce;
 mod serve;
 mod topics;
+mod users;
 
 use std::process::ExitCode;
 
@@ -44,6 +45,8 @@ enum Command {
     Bench(bench::Args),
     /// List, describe and delete consumer groups, and reset their offsets.
     Groups(groups::Args),
+    /// SCRAM users of a stopped broker's data directory (the first administrator).
+    Users(users::Args),
 }
 
 fn main() -> ExitCode {
@@ -56,5 +59,6 @@ fn main() -> ExitCode {
         Command::Topics(args) => topics::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Groups(args) => groups::run(args),
+        Command::Users(args) => users::run(args),
     }
 }

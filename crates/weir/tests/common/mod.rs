@@ -3,9 +3,10 @@
 
 #![allow(dead_code)] // each test uses its part
 
+use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -143,4 +144,121 @@ pub async fn read_frame(s: &mut TcpStream) -> Option<Bytes> {
         .ok()?
         .ok()?;
     Some(Bytes::from(buf))
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl is needed to make the test certificates");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA, a server certificate for localhost/127.0.0.1 and a client certificate, all
+/// P-256; the server's keystore holds its key and chain in one PEM file.
+pub fn make_certs(dir: &Path) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=weir test CA",
+    ]);
+    openssl(dir, &ca);
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    for who in ["server", "client"] {
+        let mut req = vec!["req"];
+        req.extend(ec);
+        let (key, csr, crt, ext) = (
+            format!("{who}.key"),
+            format!("{who}.csr"),
+            format!("{who}.crt"),
+            format!("{who}.ext"),
+        );
+        let subj = format!("/CN={who}");
+        req.extend(["-keyout", &key, "-out", &csr, "-subj", &subj]);
+        openssl(dir, &req);
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &crt,
+                "-days",
+                "2",
+                "-extfile",
+                &ext,
+            ],
+        );
+    }
+    let keystore = [
+        std::fs::read(dir.join("server.key")).unwrap(),
+        std::fs::read(dir.join("server.crt")).unwrap(),
+        std::fs::read(dir.join("ca.pem")).unwrap(),
+    ]
+    .concat();
+    std::fs::write(dir.join("server.pem"), keystore).unwrap();
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn kcat(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new("kcat")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kcat is needed (scripts/install-test-deps.sh)");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// The Python interpreter with kafka-python (scripts/install-test-deps.sh makes it).
+pub fn python() -> PathBuf {
+    if let Ok(p) = std::env::var("WEIR_PYTHON") {
+        return p.into();
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    assert!(
+        venv.exists(),
+        "kafka-python is needed: run ./scripts/install-test-deps.sh (or set WEIR_PYTHON)"
+    );
+    venv
 }

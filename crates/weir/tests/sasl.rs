@@ -1,0 +1,306 @@
+//! SASL as Kafka clients use it: SCRAM-SHA-256/512 over TLS (SASL_SSL) and PLAIN over
+//! SASL_PLAINTEXT, with real clients (kcat/librdkafka and kafka-python). The first users
+//! come from `weir users add` on the stopped broker's data directory; another is added
+//! online with AlterUserScramCredentials. Wrong passwords and unknown users are refused,
+//! and nothing but the SASL exchange is served before authentication.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+
+use bytes::{Buf, Bytes};
+use common::{frame, free_port, kcat, make_certs, python, weir, Server};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use weir_broker::sasl::Scram;
+
+fn add_user(data: &std::path::Path, name: &str, mechanism: &str, password: &str) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "users",
+            "add",
+            name,
+            "--mechanism",
+            mechanism,
+            "--password-stdin",
+        ])
+        .arg("--data-dir")
+        .arg(data)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "weir users add: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One request and its response (after the correlation id), on a blocking socket.
+fn call(s: &mut std::net::TcpStream, api: ApiKey, v: i16, body: RequestKind) -> Option<Bytes> {
+    s.write_all(&frame(api, v, 1, &body)).ok()?;
+    let mut size = [0u8; 4];
+    s.read_exact(&mut size).ok()?;
+    let mut buf = vec![0u8; i32::from_be_bytes(size) as usize];
+    s.read_exact(&mut buf).ok()?;
+    let mut b = Bytes::from(buf);
+    b.advance(4);
+    if api.response_header_version(v) >= 1 {
+        b.advance(1); // empty tagged fields
+    }
+    Some(b)
+}
+
+#[test]
+fn clients_authenticate_with_scram_over_tls_and_plain_and_strangers_do_not() {
+    let certs = tempfile::tempdir().unwrap();
+    make_certs(certs.path());
+    let c = |f: &str| certs.path().join(f).display().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    add_user(&data, "admin", "SCRAM-SHA-256", "admin-secret");
+    add_user(&data, "alice", "SCRAM-SHA-512", "alice-secret");
+
+    let (plain, sasl_ssl, sasl_plain) = (free_port(), free_port(), free_port());
+    let settings = vec![
+        format!(
+            "listeners=PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{sasl_ssl},\
+             SASL_PLAINTEXT://127.0.0.1:{sasl_plain}"
+        ),
+        "ssl.keystore.type=PEM".into(),
+        format!("ssl.keystore.location={}", c("server.pem")),
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512".into(),
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN".into(),
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.\
+         plain.PlainLoginModule required user_carol=\"carol-pw\";"
+            .into(),
+    ];
+    let server = Server::start_on(&data, &settings, plain);
+    weir(&[
+        "topics",
+        "create",
+        "--bootstrap",
+        &server.addr,
+        "--topic",
+        "private",
+    ]);
+    let ssl_addr = format!("127.0.0.1:{sasl_ssl}");
+    let plain_addr = format!("127.0.0.1:{sasl_plain}");
+    let ca = format!("ssl.ca.location={}", c("ca.pem"));
+    let scram = |mech: &str, user: &str, password: &str| -> Vec<String> {
+        [
+            "-X",
+            "security.protocol=SASL_SSL",
+            "-X",
+            &ca,
+            "-X",
+            &format!("sasl.mechanisms={mech}"),
+            "-X",
+            &format!("sasl.username={user}"),
+            "-X",
+            &format!("sasl.password={password}"),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let run = |addr: &str, mode: &[&str], auth: &[String], stdin: &[u8]| {
+        let mut args: Vec<&str> = vec!["-b", addr];
+        args.extend(mode);
+        args.extend(auth.iter().map(String::as_str));
+        kcat(&args, stdin)
+    };
+
+    // SCRAM-SHA-256 over TLS: librdkafka produces.
+    let out = run(
+        &ssl_addr,
+        &["-t", "private", "-P"],
+        &scram("SCRAM-SHA-256", "admin", "admin-secret"),
+        b"one\ntwo\nthree\n",
+    );
+    assert!(
+        out.status.success(),
+        "kcat SCRAM over TLS: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // SCRAM-SHA-512 over TLS: kafka-python reads them and adds one.
+    let script = format!(
+        r#"
+from kafka import KafkaConsumer, KafkaProducer
+auth = dict(security_protocol="SASL_SSL", ssl_cafile={ca:?}, sasl_mechanism="SCRAM-SHA-512",
+            sasl_plain_username="alice", sasl_plain_password="alice-secret")
+p = KafkaProducer(bootstrap_servers={b:?}, **auth)
+p.send("private", b"four").get(timeout=30)
+p.close()
+c = KafkaConsumer("private", bootstrap_servers={b:?}, auto_offset_reset="earliest",
+                  consumer_timeout_ms=5000, **auth)
+print(",".join(r.value.decode() for r in c))
+"#,
+        ca = c("ca.pem"),
+        b = ssl_addr
+    );
+    let out = Command::new(python())
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kafka-python SCRAM: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "one,two,three,four"
+    );
+
+    // A wrong password, an unknown user, a mechanism the listener does not offer: refused.
+    for (mech, user, pw) in [
+        ("SCRAM-SHA-256", "admin", "wrong"),
+        ("SCRAM-SHA-256", "mallory", "x"),
+        ("SCRAM-SHA-256", "alice", "alice-secret"), // alice has only SCRAM-SHA-512
+        ("PLAIN", "admin", "admin-secret"),
+    ] {
+        let out = run(&ssl_addr, &["-L", "-m", "5"], &scram(mech, user, pw), b"");
+        assert!(!out.status.success(), "{mech} {user}/{pw} got metadata");
+    }
+
+    // PLAIN: JAAS users, and (a Weir extension) users with a SCRAM credential.
+    let plain_auth = |user: &str, pw: &str| {
+        [
+            "-X",
+            "security.protocol=SASL_PLAINTEXT",
+            "-X",
+            "sasl.mechanisms=PLAIN",
+            "-X",
+            &format!("sasl.username={user}"),
+            "-X",
+            &format!("sasl.password={pw}"),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    for (user, pw, ok) in [
+        ("carol", "carol-pw", true),
+        ("admin", "admin-secret", true),
+        ("carol", "nope", false),
+    ] {
+        let out = run(
+            &plain_addr,
+            &["-t", "private", "-C", "-e", "-o", "beginning"],
+            &plain_auth(user, pw),
+            b"",
+        );
+        assert_eq!(
+            out.status.success(),
+            ok,
+            "PLAIN {user}/{pw}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if ok {
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                "one\ntwo\nthree\nfour\n"
+            );
+        }
+    }
+
+    // Nothing but the SASL exchange before authenticating: a Metadata request closes it.
+    let mut s = std::net::TcpStream::connect(&plain_addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    assert!(
+        call(
+            &mut s,
+            ApiKey::Metadata,
+            9,
+            RequestKind::Metadata(MetadataRequest::default())
+        )
+        .is_none(),
+        "Metadata was served before authentication"
+    );
+
+    // A user added online with AlterUserScramCredentials can log in at once.
+    let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
+    let salt = b"dave's salt".to_vec();
+    let mut u = alter_user_scram_credentials_request::ScramCredentialUpsertion::default();
+    u.name = StrBytes::from_static_str("dave");
+    u.mechanism = Scram::Sha256.id();
+    u.iterations = 8192;
+    u.salted_password = Bytes::from(Scram::Sha256.salted_password(b"dave-pw", &salt, 8192));
+    u.salt = Bytes::from(salt);
+    let mut req = AlterUserScramCredentialsRequest::default();
+    req.upsertions.push(u);
+    let mut resp = call(
+        &mut s,
+        ApiKey::AlterUserScramCredentials,
+        0,
+        RequestKind::AlterUserScramCredentials(req),
+    )
+    .unwrap();
+    let resp = AlterUserScramCredentialsResponse::decode(&mut resp, 0).unwrap();
+    assert_eq!(
+        resp.results[0].error_code, 0,
+        "{:?}",
+        resp.results[0].error_message
+    );
+    let out = run(
+        &ssl_addr,
+        &["-L", "-m", "10"],
+        &scram("SCRAM-SHA-256", "dave", "dave-pw"),
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "dave: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut req = DescribeUserScramCredentialsRequest::default();
+    req.users = None;
+    let mut resp = call(
+        &mut s,
+        ApiKey::DescribeUserScramCredentials,
+        0,
+        RequestKind::DescribeUserScramCredentials(req),
+    )
+    .unwrap();
+    let resp = DescribeUserScramCredentialsResponse::decode(&mut resp, 0).unwrap();
+    let users: Vec<(String, Vec<(i8, i32)>)> = resp
+        .results
+        .iter()
+        .map(|r| {
+            (
+                r.user.to_string(),
+                r.credential_infos
+                    .iter()
+                    .map(|c| (c.mechanism, c.iterations))
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        users,
+        vec![
+            ("admin".to_string(), vec![(1, 4096)]),
+            ("alice".to_string(), vec![(2, 4096)]),
+            ("dave".to_string(), vec![(1, 8192)]),
+        ]
+    );
+
+    // The offline tool refuses a directory a broker is running on.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["users", "add", "eve", "--password-stdin", "--data-dir"])
+        .arg(&data)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "pw").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a broker is running"));
+}
