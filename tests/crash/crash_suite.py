@@ -186,13 +186,15 @@ def read_committed_offsets(bootstrap):
 def read_everything(bootstrap):
     """Every record of every crash topic, read by kafka-python:
     {(topic, partition): [(offset, value, key)]}, and the log start offsets."""
+    # Retention keeps running while this reads: a segment deleted under the reader moves
+    # it to the new log start (earliest), and the log starts are taken once it is done.
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             auto_offset_reset="earliest",
                              consumer_timeout_ms=2000, max_partition_fetch_bytes=4 << 20)
     tps = [KPTopicPartition(t, p) for t, _, _, _ in TOPICS for p in range(PARTITIONS)]
     consumer.assign(tps)
     consumer.seek_to_beginning(*tps)
     ends = consumer.end_offsets(tps)
-    starts = consumer.beginning_offsets(tps)
     out = {(tp.topic, tp.partition): [] for tp in tps}
     deadline = time.time() + 300
     while time.time() < deadline:
@@ -201,6 +203,7 @@ def read_everything(bootstrap):
         for tp, records in consumer.poll(timeout_ms=500, max_records=100000).items():
             out[(tp.topic, tp.partition)].extend(
                 (r.offset, r.value.decode(), r.key.decode()) for r in records)
+    starts = consumer.beginning_offsets(tps)
     consumer.close()
     return out, {(tp.topic, tp.partition): off for tp, off in starts.items()}
 

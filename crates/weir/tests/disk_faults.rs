@@ -73,15 +73,27 @@ fn batch(i: usize) -> Bytes {
     Bytes::from(b.build().unwrap().bytes)
 }
 
-/// Produces batch `i` (acks=all); the partition's (error code, base offset).
+/// Produces batch `i` to `events` (acks=all); the partition's (error code, base offset).
 async fn produce(s: &mut TcpStream, i: usize) -> (i16, i64) {
+    produce_batch(s, "events", 0, -1, i).await
+}
+
+/// Produces batch `i` with Produce v7; the partition's (error code, base offset).
+async fn produce_batch(
+    s: &mut TcpStream,
+    topic: &str,
+    partition: i32,
+    acks: i16,
+    i: usize,
+) -> (i16, i64) {
     let mut p = produce_request::PartitionProduceData::default();
+    p.index = partition;
     p.records = Some(batch(i));
     let mut t = produce_request::TopicProduceData::default();
-    t.name = TopicName(StrBytes::from_static_str("events"));
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
     t.partition_data.push(p);
     let mut req = ProduceRequest::default();
-    req.acks = -1;
+    req.acks = acks;
     req.timeout_ms = 10_000;
     req.topic_data.push(t);
     s.write_all(&frame(
@@ -358,28 +370,7 @@ impl Drop for Ext4 {
 
 /// Produces batch `i` to `topic`/`partition` (acks=1); the error code.
 async fn produce_to(s: &mut TcpStream, topic: &str, partition: i32, i: usize) -> i16 {
-    let mut p = produce_request::PartitionProduceData::default();
-    p.index = partition;
-    p.records = Some(batch(i));
-    let mut t = produce_request::TopicProduceData::default();
-    t.name = TopicName(StrBytes::from_string(topic.to_string()));
-    t.partition_data.push(p);
-    let mut req = ProduceRequest::default();
-    req.acks = 1;
-    req.timeout_ms = 10_000;
-    req.topic_data.push(t);
-    s.write_all(&frame(
-        ApiKey::Produce,
-        7,
-        i as i32,
-        &RequestKind::Produce(req),
-    ))
-    .await
-    .unwrap();
-    let mut resp = read_frame(s).await.expect("the broker answers a produce");
-    resp.advance(4);
-    let resp = ProduceResponse::decode(&mut resp, 7).unwrap();
-    resp.responses[0].partition_responses[0].error_code
+    produce_batch(s, topic, partition, 1, i).await.0
 }
 
 /// Metadata v9 for `topic`: each partition's (error code, leader).
