@@ -255,7 +255,7 @@ pub struct AuthFailed(pub String);
 pub enum Step {
     /// Send these bytes and wait for the client's next message.
     Continue(Vec<u8>),
-    /// Authenticated as `principal` (Kafka's `User:<name>`); send these bytes last.
+    /// Authenticated as `user` (Kafka's principal `User:<user>`); send these bytes last.
     Done { user: String, last: Vec<u8> },
 }
 
