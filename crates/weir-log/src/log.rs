@@ -1030,8 +1030,10 @@ impl PartitionLog {
         crash: Option<crate::cleaner::CrashPoint>,
     ) -> Result<()> {
         use crate::cleaner::CrashPoint;
-        self.dir_dirty = true;
+        // Each step's renames reach the disk before the next begins, so that a power loss
+        // leaves one of the states recovery knows (as a process crash would), not a mix.
         new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)?;
+        crate::durable::sync_dir(&self.dir)?;
         if crash == Some(CrashPoint::AfterSwap) {
             return Ok(());
         }
@@ -1044,10 +1046,12 @@ impl PartitionLog {
                 }
             }
         }
+        crate::durable::sync_dir(&self.dir)?;
         if crash == Some(CrashPoint::AfterDeleted) {
             return Ok(());
         }
         new.change_suffix(SWAP_SUFFIX, "")?;
+        crate::durable::sync_dir(&self.dir)?;
         self.segments.insert(new.base_offset(), new);
         Ok(())
     }
