@@ -302,8 +302,9 @@ impl Broker {
         // and the others carry on.
         let mut saved = false;
         let mut last_error = None;
+        let offline = self.logs.offline_dirs();
         for dir in &self.config.log_dirs {
-            if self.logs.offline_dirs().contains(dir) {
+            if offline.contains(dir) {
                 continue;
             }
             match topics::store(std::slice::from_ref(dir), &stored) {

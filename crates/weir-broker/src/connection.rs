@@ -36,8 +36,9 @@ pub struct RequestContext {
     pub peer: SocketAddr,
     /// The listener the client connected through (Metadata advertises that one).
     pub listener: Arc<str>,
-    /// Kafka's principal: `User:<name>` after SASL, else `User:ANONYMOUS`.
-    pub principal: String,
+    /// Kafka's principal: `User:<name>` after SASL, else `User:ANONYMOUS`. Shared, so
+    /// that a request costs no allocation for it.
+    pub principal: Arc<str>,
 }
 
 /// The broker's request memory, `queued.max.request.bytes`, counted in KiB: request

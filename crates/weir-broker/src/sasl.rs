@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
@@ -459,7 +459,7 @@ pub struct Session {
     /// A v0 handshake: the tokens come as bare frames, not in SaslAuthenticate requests.
     bare_tokens: bool,
     /// Kafka's principal: `User:<name>` once authenticated.
-    pub principal: String,
+    pub principal: Arc<str>,
 }
 
 enum SessionState {
@@ -489,7 +489,7 @@ impl Session {
             listener,
             state: SessionState::Start,
             bare_tokens: false,
-            principal: "User:ANONYMOUS".into(),
+            principal: Arc::from("User:ANONYMOUS"),
         }
     }
 
@@ -580,7 +580,7 @@ impl Session {
                 close: false,
             },
             Ok(Step::Done { user, last }) => {
-                self.principal = format!("User:{user}");
+                self.principal = Arc::from(format!("User:{user}"));
                 self.state = SessionState::Done;
                 Answer {
                     error: 0,
