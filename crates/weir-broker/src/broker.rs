@@ -11,7 +11,9 @@ use tokio::sync::{watch, Semaphore};
 use weir_log::{AppendOrigin, LogConfig, LogManager, TopicPartition};
 use weir_record::{BatchBuilder, Compression, LogEntries, DEFAULT_MAX_DECOMPRESSED_BYTES};
 
+use crate::acl::{Authorizer, Operation, ResourceType};
 use crate::config::BrokerConfig;
+use crate::connection::RequestContext;
 use crate::connection::RequestMemory;
 use crate::group::{GroupCoordinator, GroupStore};
 use crate::topics::{self, Partition, StoredTopic, Topic, OFFSETS_TOPIC};
@@ -71,6 +73,8 @@ pub struct Broker {
     pub inflate_slots: Semaphore,
     /// SCRAM credentials (`weir-users.json` in the first data directory).
     pub users: crate::sasl::Users,
+    /// The ACLs and their checks, when `authorizer.class.name` is set.
+    pub authorizer: Option<Authorizer>,
 }
 
 /// Persists group state into `__consumer_offsets`, created on first use.
@@ -192,6 +196,14 @@ impl Broker {
         let groups = GroupCoordinator::new(config.group.clone(), store.clone());
         let producer_ids = reserve_producer_ids(&config.log_dirs[0], 0)?;
         let users = crate::sasl::Users::load(&config.log_dirs[0])?;
+        let authorizer = match &config.authorizer {
+            Some(a) => Some(Authorizer::load(
+                &config.log_dirs[0],
+                a.super_users.clone(),
+                a.allow_everyone_if_no_acl_found,
+            )?),
+            None => None,
+        };
         let (shutdown, _) = watch::channel(false);
         let request_memory = RequestMemory::new(config.queued_max_request_bytes);
         let broker = Arc::new(Broker {
@@ -204,6 +216,7 @@ impl Broker {
             shutdown,
             request_memory,
             users,
+            authorizer,
             inflate_slots: Semaphore::new(
                 std::thread::available_parallelism().map_or(2, |n| n.get()),
             ),
@@ -214,6 +227,48 @@ impl Broker {
         tokio::spawn(broker.groups.clone().run(broker.shutdown.subscribe()));
         tokio::spawn(producer_expiry(broker.clone()));
         Ok(broker)
+    }
+
+    /// Whether the request's principal may do `op` to the resource; always, without an
+    /// authorizer. A denial is logged at debug, as Kafka's authorizer logger does at info.
+    pub fn allowed(
+        &self,
+        ctx: &RequestContext,
+        op: Operation,
+        rt: ResourceType,
+        name: &str,
+    ) -> bool {
+        let Some(a) = &self.authorizer else {
+            return true;
+        };
+        let ok = a.authorize(&ctx.principal, &ctx.host, op, rt, name);
+        if !ok {
+            tracing::debug!(
+                principal = %ctx.principal,
+                host = %ctx.host,
+                "denied {} on {}:{name}",
+                op.name(),
+                rt.name()
+            );
+        }
+        ok
+    }
+
+    /// `allowed` on the cluster resource.
+    pub fn allowed_on_cluster(&self, ctx: &RequestContext, op: Operation) -> bool {
+        self.allowed(ctx, op, ResourceType::Cluster, crate::acl::CLUSTER_NAME)
+    }
+
+    /// Kafka's "authorized operations" bit field for a resource, as Metadata,
+    /// DescribeGroups and DescribeCluster report it when asked.
+    pub fn authorized_operations(&self, ctx: &RequestContext, rt: ResourceType, name: &str) -> i32 {
+        match &self.authorizer {
+            Some(a) => a.authorized_operations(&ctx.principal, &ctx.host, rt, name),
+            None => rt
+                .operations()
+                .iter()
+                .fold(0, |bits, op| bits | (1 << op.code())),
+        }
     }
 
     /// Replays `__consumer_offsets` into the group coordinator.

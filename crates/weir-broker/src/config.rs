@@ -84,6 +84,49 @@ impl SaslListener {
     }
 }
 
+/// The authorizer's settings, as Kafka names them.
+#[derive(Debug, Clone)]
+pub struct AuthorizerConfig {
+    /// `super.users`: principals every check allows.
+    pub super_users: std::collections::BTreeSet<String>,
+    /// `allow.everyone.if.no.acl.found`: a resource no ACL names is open to all.
+    pub allow_everyone_if_no_acl_found: bool,
+}
+
+impl AuthorizerConfig {
+    fn from_properties(props: &BTreeMap<String, String>) -> Result<Option<Self>, String> {
+        let class = props.get("authorizer.class.name").map_or("", |s| s.trim());
+        if class.is_empty() {
+            for key in ["super.users", "allow.everyone.if.no.acl.found"] {
+                if props.contains_key(key) {
+                    return Err(format!(
+                        "{key} is set but authorizer.class.name is not: set authorizer.class.name={} \
+                         to check ACLs",
+                        crate::acl::AUTHORIZER_CLASSES[0]
+                    ));
+                }
+            }
+            return Ok(None);
+        }
+        if !crate::acl::AUTHORIZER_CLASSES.contains(&class) {
+            return Err(format!(
+                "authorizer.class.name={class}: Weir's authorizer is Kafka's ACL model; use {}",
+                crate::acl::AUTHORIZER_CLASSES.join(" or ")
+            ));
+        }
+        Ok(Some(AuthorizerConfig {
+            super_users: crate::acl::parse_super_users(
+                props.get("super.users").map_or("", |s| s.as_str()),
+            )?,
+            allow_everyone_if_no_acl_found: parse_bool(
+                props,
+                "allow.everyone.if.no.acl.found",
+                false,
+            )?,
+        }))
+    }
+}
+
 /// Everything the broker needs to start.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -95,6 +138,8 @@ pub struct BrokerConfig {
     pub tls: BTreeMap<String, Arc<rustls::ServerConfig>>,
     /// The SASL setup of each `SASL_PLAINTEXT` or `SASL_SSL` listener, by name.
     pub sasl: BTreeMap<String, SaslListener>,
+    /// `authorizer.class.name` set: ACLs are checked on every request.
+    pub authorizer: Option<AuthorizerConfig>,
     pub log_dirs: Vec<PathBuf>,
     /// Topic defaults from the broker's log settings.
     pub log_defaults: Arc<LogConfig>,
@@ -227,6 +272,9 @@ const USED: &[&str] = &[
     "producer.id.expiration.ms",
     "producer.id.expiration.check.interval.ms",
     "transactional.id.expiration.ms",
+    "authorizer.class.name",
+    "super.users",
+    "allow.everyone.if.no.acl.found",
 ];
 
 fn parse<T: std::str::FromStr>(
@@ -561,6 +609,7 @@ impl BrokerConfig {
             advertised_listeners,
             tls,
             sasl,
+            authorizer: AuthorizerConfig::from_properties(&props)?,
             log_dirs,
             log_defaults,
             set_keys: props.keys().cloned().collect(),
@@ -714,6 +763,28 @@ mod tests {
         ])
         .unwrap_err();
         assert!(e.contains("GSSAPI is not offered"), "{e}");
+        let e = cfg(&[("authorizer.class.name", "com.example.MyAuthorizer")]).unwrap_err();
+        assert!(e.contains("StandardAuthorizer"), "{e}");
+        let e = cfg(&[("super.users", "User:admin")]).unwrap_err();
+        assert!(e.contains("set authorizer.class.name"), "{e}");
+        let e = cfg(&[
+            ("authorizer.class.name", crate::acl::AUTHORIZER_CLASSES[0]),
+            ("super.users", "admin"),
+        ])
+        .unwrap_err();
+        assert!(e.contains("TYPE:NAME"), "{e}");
+        let ok = cfg(&[
+            (
+                "authorizer.class.name",
+                "kafka.security.authorizer.AclAuthorizer",
+            ),
+            ("super.users", "User:admin;User:ops"),
+            ("allow.everyone.if.no.acl.found", "true"),
+        ])
+        .unwrap();
+        let a = ok.authorizer.unwrap();
+        assert_eq!(a.super_users.len(), 2);
+        assert!(a.allow_everyone_if_no_acl_found);
         let e = cfg(&[("ssl.keystore.locaton", "/x.pem")]).unwrap_err();
         assert!(e.contains("unknown TLS setting"), "{e}");
         let e = cfg(&[("sasl.server.callback.handler.class", "x")]).unwrap_err();

@@ -39,6 +39,8 @@ pub struct RequestContext {
     /// Kafka's principal: `User:<name>` after SASL, else `User:ANONYMOUS`. Shared, so
     /// that a request costs no allocation for it.
     pub principal: Arc<str>,
+    /// The client's address as ACLs name hosts (`10.0.0.7`, `::1`).
+    pub host: Arc<str>,
 }
 
 /// The broker's request memory, `queued.max.request.bytes`, counted in KiB: request
@@ -288,7 +290,7 @@ pub async fn serve(broker: Arc<Broker>, stream: Stream, peer: SocketAddr, listen
         idle: Duration::from_millis(broker.config.connections_max_idle_ms.max(1)),
         max: broker.config.socket_request_max_bytes,
     };
-    let mut session = crate::sasl::Session::new(broker.config.sasl.get(&*listener).cloned());
+    let mut session = crate::sasl::Session::new(broker.config.sasl.get(&*listener).cloned(), peer);
     let mut shutdown = broker.shutdown.subscribe();
     loop {
         let next = tokio::select! {
@@ -468,6 +470,7 @@ async fn handle_frame(
         peer,
         listener: listener.clone(),
         principal: session.principal.clone(),
+        host: session.host.clone(),
     };
     let started = std::time::Instant::now();
     let response = match request {

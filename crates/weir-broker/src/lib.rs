@@ -11,10 +11,12 @@
 //! - [`broker`]: the shared state (log manager, topics, groups, producer ids).
 //! - [`group`]: Kafka's classic consumer-group protocol, offsets in `__consumer_offsets`.
 //! - [`config`]: Kafka's broker settings, checked at start-up.
+//! - [`sasl`], [`tls`]: who a client is; [`acl`]: what it may do.
 //!
 //! Wire messages are the `kafka-protocol` crate's; records and storage are weir-record's
 //! and weir-log's.
 
+pub mod acl;
 pub mod apis;
 pub mod broker;
 pub mod config;

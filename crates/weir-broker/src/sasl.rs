@@ -460,6 +460,8 @@ pub struct Session {
     bare_tokens: bool,
     /// Kafka's principal: `User:<name>` once authenticated.
     pub principal: Arc<str>,
+    /// The client's address, as ACLs name hosts: with the principal, who is asking.
+    pub host: Arc<str>,
 }
 
 enum SessionState {
@@ -484,12 +486,17 @@ const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 const SASL_AUTHENTICATION_FAILED: i16 = 58;
 
 impl Session {
-    pub fn new(listener: Option<crate::config::SaslListener>) -> Session {
+    pub fn new(
+        listener: Option<crate::config::SaslListener>,
+        peer: std::net::SocketAddr,
+    ) -> Session {
         Session {
             listener,
             state: SessionState::Start,
             bare_tokens: false,
             principal: Arc::from("User:ANONYMOUS"),
+            // An IPv4 client of a dual-stack listener is named by its IPv4 address.
+            host: Arc::from(peer.ip().to_canonical().to_string()),
         }
     }
 

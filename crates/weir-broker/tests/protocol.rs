@@ -137,9 +137,15 @@ fn request(api: ApiKey, topic: &str, v: i16) -> RequestKind {
             RequestKind::Metadata(r)
         }
         ApiKey::OffsetCommit => {
+            let mut p = offset_commit_request::OffsetCommitRequestPartition::default();
+            p.committed_offset = 0;
+            let mut t = offset_commit_request::OffsetCommitRequestTopic::default();
+            t.name = name();
+            t.partitions = vec![p];
             let mut r = OffsetCommitRequest::default();
             r.group_id = GroupId(StrBytes::from_static_str("g-protocol"));
             r.generation_id_or_member_epoch = -1;
+            r.topics = vec![t];
             RequestKind::OffsetCommit(r)
         }
         ApiKey::OffsetFetch => {
@@ -150,6 +156,10 @@ fn request(api: ApiKey, topic: &str, v: i16) -> RequestKind {
                 r.groups = vec![g];
             } else {
                 r.group_id = GroupId(StrBytes::from_static_str("g-protocol"));
+                let mut t = offset_fetch_request::OffsetFetchRequestTopic::default();
+                t.name = name();
+                t.partition_indexes = vec![0];
+                r.topics = Some(vec![t]);
             }
             RequestKind::OffsetFetch(r)
         }
@@ -329,6 +339,38 @@ fn request(api: ApiKey, topic: &str, v: i16) -> RequestKind {
             let mut r = AlterUserScramCredentialsRequest::default();
             r.upsertions.push(u);
             RequestKind::AlterUserScramCredentials(r)
+        }
+        ApiKey::CreateAcls => {
+            let mut c = create_acls_request::AclCreation::default();
+            c.resource_type = 2;
+            c.resource_name = StrBytes::from_string(topic.to_string());
+            c.resource_pattern_type = 3;
+            c.principal = StrBytes::from_static_str("User:alice");
+            c.host = StrBytes::from_static_str("*");
+            c.operation = 3;
+            c.permission_type = 3;
+            let mut r = CreateAclsRequest::default();
+            r.creations.push(c);
+            RequestKind::CreateAcls(r)
+        }
+        ApiKey::DescribeAcls => {
+            let mut r = DescribeAclsRequest::default();
+            r.resource_type_filter = 1;
+            r.pattern_type_filter = 1;
+            r.operation = 1;
+            r.permission_type = 1;
+            RequestKind::DescribeAcls(r)
+        }
+        ApiKey::DeleteAcls => {
+            let mut f = delete_acls_request::DeleteAclsFilter::default();
+            f.resource_type_filter = 2;
+            f.resource_name_filter = Some(StrBytes::from_string(topic.to_string()));
+            f.pattern_type_filter = 3;
+            f.operation = 1;
+            f.permission_type = 1;
+            let mut r = DeleteAclsRequest::default();
+            r.filters.push(f);
+            RequestKind::DeleteAcls(r)
         }
         other => panic!("no test request for {other:?}"),
     }
@@ -635,4 +677,63 @@ fn requests_decode_as_sent_and_the_fuzz_corpus_replays() {
         decode_request(Bytes::from_static(&[0, 18, 0x7f, 0, 0, 0, 0, 9])),
         Ok(Decoded::UnsupportedApiVersions { correlation_id: 9 })
     ));
+}
+
+/// Kafka's authorization failures: topic, group, cluster, transactional id.
+const AUTHORIZATION_FAILURES: [i16; 4] = [29, 30, 31, 53];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_api_refuses_a_client_the_acls_do_not_allow() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut props = std::collections::BTreeMap::new();
+    props.insert("listeners".into(), "PLAINTEXT://127.0.0.1:0".into());
+    props.insert("log.dirs".into(), dir.path().display().to_string());
+    props.insert("offsets.topic.num.partitions".into(), "2".into());
+    props.insert(
+        "authorizer.class.name".into(),
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer".into(),
+    );
+    // Someone else may do everything; this client (User:ANONYMOUS) may do nothing.
+    props.insert("super.users".into(), "User:admin".into());
+    let broker = RunningBroker::start(BrokerConfig::from_properties(props).unwrap())
+        .await
+        .unwrap();
+    broker
+        .broker
+        .create_topic("proto", 1, Default::default(), false)
+        .unwrap();
+    let mut s = TcpStream::connect(broker.addrs[0]).await.unwrap();
+    let mut corr = 0;
+    for (api, lo, hi) in weir_broker::apis::SUPPORTED {
+        // Asking what the broker speaks, logging in, and DescribeCluster (its brokers,
+        // as Metadata's) need no ACL in Kafka either.
+        if matches!(
+            api,
+            ApiKey::ApiVersions
+                | ApiKey::SaslHandshake
+                | ApiKey::SaslAuthenticate
+                | ApiKey::DescribeCluster
+        ) {
+            continue;
+        }
+        for v in [*lo, *hi] {
+            corr += 1;
+            let resp = call(&mut s, *api, v, corr, request(*api, "proto", v)).await;
+            let shown = format!("{resp:?}");
+            let refused = AUTHORIZATION_FAILURES
+                .iter()
+                .any(|c| shown.contains(&format!("error_code: {c},")));
+            // Listing groups is not refused: the client is shown none.
+            let shows_nothing = matches!(&resp, ResponseKind::ListGroups(r) if r.groups.is_empty());
+            assert!(
+                refused || shows_nothing,
+                "{api:?} v{v} served a client with no ACLs: {shown}"
+            );
+            assert!(
+                !shown.contains("records: Some(b\"\\0"),
+                "{api:?} v{v} returned records"
+            );
+        }
+    }
+    broker.stop().await.unwrap();
 }

@@ -1,6 +1,7 @@
 //! `weir`: one binary for the broker, the clients and the tools. This file only parses
 //! arguments and hands each subcommand to its module; the work lives in the libraries.
 
+mod acls;
 mod bench;
 mod cli;
 mod consume;
@@ -47,6 +48,8 @@ enum Command {
     Groups(groups::Args),
     /// SCRAM users of a stopped broker's data directory (the first administrator).
     Users(users::Args),
+    /// Add, remove and list ACLs, on a running broker or a stopped one's data directory.
+    Acls(acls::Args),
 }
 
 fn main() -> ExitCode {
@@ -60,5 +63,6 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Groups(args) => groups::run(args),
         Command::Users(args) => users::run(args),
+        Command::Acls(args) => acls::run(args),
     }
 }

@@ -54,8 +54,10 @@ fn fail(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// The data directory, checked to be one no broker is running on.
-fn open(dir: &PathBuf) -> Result<Users, String> {
+/// Takes the lock of a stopped broker's data directory, so that no broker starts on it
+/// while a command changes it; the lock lasts as long as the returned file. `instead`
+/// says how to make the change on a running broker.
+pub fn claim_stopped(dir: &PathBuf, instead: &str) -> Result<std::fs::File, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let lock = std::fs::OpenOptions::new()
         .create(true)
@@ -65,11 +67,17 @@ fn open(dir: &PathBuf) -> Result<Users, String> {
         .map_err(|e| format!("{}: {e}", dir.display()))?;
     if lock.try_lock().is_err() {
         return Err(format!(
-            "a broker is running on {}; change users through it (AlterUserScramCredentials)",
+            "a broker is running on {}; {instead}",
             dir.display()
         ));
     }
-    Users::load(dir)
+    Ok(lock)
+}
+
+/// The users of a stopped broker's data directory, with the directory's lock.
+fn open(dir: &PathBuf) -> Result<(Users, std::fs::File), String> {
+    let lock = claim_stopped(dir, "change users through it (AlterUserScramCredentials)")?;
+    Ok((Users::load(dir)?, lock))
 }
 
 fn mechanism(name: &str) -> Result<Scram, String> {
@@ -103,7 +111,7 @@ pub fn run(args: Args) -> ExitCode {
             if password.is_empty() {
                 return Err("no password on stdin".into());
             }
-            let users = open(&data_dir)?;
+            let (users, _lock) = open(&data_dir)?;
             let cred = Credential::from_password(mech, password, iterations);
             users.change(vec![(name.clone(), mech, cred)], vec![])?;
             eprintln!("weir users: {name} can authenticate with {}", mech.name());
@@ -115,14 +123,14 @@ pub fn run(args: Args) -> ExitCode {
             data_dir,
         } => (|| {
             let mech = mechanism(&m)?;
-            let users = open(&data_dir)?;
+            let (users, _lock) = open(&data_dir)?;
             if users.get(&name, mech).is_none() {
                 return Err(format!("{name} has no {} credential", mech.name()));
             }
             users.change(vec![], vec![(name, mech)])
         })(),
         Cmd::List { data_dir } => (|| {
-            let users = open(&data_dir)?;
+            let (users, _lock) = open(&data_dir)?;
             for (name, mechs) in users.describe() {
                 let list: Vec<String> = mechs
                     .iter()

@@ -26,6 +26,7 @@ use kafka_protocol::ResponseError as E;
 use weir_log::config::ConfigSource;
 use weir_log::LogConfig;
 
+use crate::acl::{Operation, ResourceType};
 use crate::broker::{ApiError, Broker};
 use crate::connection::RequestContext;
 use crate::topics;
@@ -65,6 +66,8 @@ pub fn create_topics(
         .filter(|t| !seen.insert(t.name.to_string()))
         .map(|t| t.name.to_string())
         .collect();
+    // CREATE on the cluster covers every topic; else each needs CREATE on itself.
+    let may_create_any = broker.allowed_on_cluster(ctx, Operation::Create);
     for t in req.topics {
         let name = t.name.to_string();
         let mut r = CreatableTopicResult::default();
@@ -74,6 +77,14 @@ pub fn create_topics(
                 return Err(ApiError::new(
                     E::InvalidRequest,
                     format!("topic '{name}' appears more than once in the request"),
+                ));
+            }
+            if !may_create_any
+                && !broker.allowed(ctx, Operation::Create, ResourceType::Topic, &name)
+            {
+                return Err(ApiError::new(
+                    E::TopicAuthorizationFailed,
+                    format!("{} may not create topic '{name}'", ctx.principal),
                 ));
             }
             if topics::is_internal(&name) {
@@ -141,7 +152,14 @@ pub fn create_topics(
                 if v >= 7 {
                     r.topic_id = topic.id;
                 }
-                if v >= 5 {
+                if v >= 5
+                    && !broker.allowed(ctx, Operation::DescribeConfigs, ResourceType::Topic, &name)
+                {
+                    // Created, but its settings are not the client's to see.
+                    r.num_partitions = partitions;
+                    r.replication_factor = 1;
+                    r.topic_config_error_code = E::TopicAuthorizationFailed.code();
+                } else if v >= 5 {
                     r.num_partitions = partitions;
                     r.replication_factor = 1;
                     let keys: Vec<&str> = topic.overrides.keys().map(String::as_str).collect();
@@ -201,18 +219,33 @@ pub fn delete_topics(
     };
     for (name, id) in wanted {
         let mut r = DeletableTopicResult::default();
+        let denied = |n: &str| {
+            ApiError::new(
+                E::TopicAuthorizationFailed,
+                format!("{} may not delete topic '{n}'", ctx.principal),
+            )
+        };
+        let may_delete = |n: &str| broker.allowed(ctx, Operation::Delete, ResourceType::Topic, n);
         let resolved = match (&name, id.is_nil()) {
+            // Authorization before existence, so a denied client learns nothing.
+            (Some(n), _) if !may_delete(n) => Err(denied(n)),
             (Some(n), _) => broker.topic(n).map(|t| t.name.clone()).ok_or(ApiError::new(
                 E::UnknownTopicOrPartition,
                 format!("topic '{n}' does not exist"),
             )),
-            (None, false) => broker
+            // By id: a topic the client may not describe is as unknown as a missing one.
+            (None, false) => match broker
                 .topic_by_id(id)
                 .map(|t| t.name.clone())
-                .ok_or(ApiError::new(
+                .filter(|n| broker.allowed(ctx, Operation::Describe, ResourceType::Topic, n))
+            {
+                None => Err(ApiError::new(
                     E::UnknownTopicId,
                     format!("no topic has id {id}"),
                 )),
+                Some(n) if !may_delete(&n) => Err(denied(&n)),
+                Some(n) => Ok(n),
+            },
             (None, true) => Err(ApiError::new(
                 E::InvalidRequest,
                 "a topic to delete needs a name or an id",
@@ -252,7 +285,7 @@ pub fn delete_topics(
 
 pub fn create_partitions(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut resp = CreatePartitionsResponse::default();
@@ -261,6 +294,12 @@ pub fn create_partitions(
         let mut r = CreatePartitionsTopicResult::default();
         r.name = t.name.clone();
         let result = (|| {
+            if !broker.allowed(ctx, Operation::Alter, ResourceType::Topic, &name) {
+                return Err(ApiError::new(
+                    E::TopicAuthorizationFailed,
+                    format!("{} may not add partitions to topic '{name}'", ctx.principal),
+                ));
+            }
             if let Some(assignments) = &t.assignments {
                 if assignments
                     .iter()
@@ -386,6 +425,18 @@ pub fn describe_configs(
             .as_ref()
             .map(|ks| ks.iter().map(|k| k.to_string()).collect());
         let keep = |name: &str| wanted.as_ref().is_none_or(|w| w.contains(name));
+        if let Err(e) = config_access(
+            broker,
+            ctx,
+            res.resource_type,
+            &res.resource_name,
+            Operation::DescribeConfigs,
+        ) {
+            r.error_code = e.code;
+            r.error_message = Some(s(e.message));
+            resp.results.push(r);
+            continue;
+        }
         match res.resource_type {
             RESOURCE_TOPIC => match broker.topic(&res.resource_name) {
                 None => {
@@ -487,6 +538,38 @@ pub fn describe_configs(
     resp
 }
 
+/// Whether the client may describe (or alter) a resource's settings: a topic's need the
+/// operation on the topic, a broker's on the cluster, as in Kafka.
+fn config_access(
+    broker: &Broker,
+    ctx: &RequestContext,
+    resource_type: i8,
+    name: &str,
+    op: Operation,
+) -> Result<(), ApiError> {
+    let verb = if op == Operation::AlterConfigs {
+        "alter"
+    } else {
+        "describe"
+    };
+    match resource_type {
+        RESOURCE_TOPIC if !broker.allowed(ctx, op, ResourceType::Topic, name) => {
+            Err(ApiError::new(
+                E::TopicAuthorizationFailed,
+                format!(
+                    "{} may not {verb} the settings of topic '{name}'",
+                    ctx.principal
+                ),
+            ))
+        }
+        RESOURCE_BROKER if !broker.allowed_on_cluster(ctx, op) => Err(ApiError::new(
+            E::ClusterAuthorizationFailed,
+            format!("{} may not {verb} the broker's settings", ctx.principal),
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn static_broker_error() -> ApiError {
     ApiError::new(
         E::InvalidConfig,
@@ -496,7 +579,7 @@ fn static_broker_error() -> ApiError {
 
 pub fn alter_configs(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
     let mut resp = AlterConfigsResponse::default();
@@ -504,7 +587,14 @@ pub fn alter_configs(
         let mut r = AlterConfigsResourceResponse::default();
         r.resource_type = res.resource_type;
         r.resource_name = res.resource_name.clone();
-        let result = match res.resource_type {
+        let allowed = config_access(
+            broker,
+            ctx,
+            res.resource_type,
+            &res.resource_name,
+            Operation::AlterConfigs,
+        );
+        let result = allowed.and_then(|()| match res.resource_type {
             RESOURCE_TOPIC => (|| {
                 // The legacy API replaces the topic's whole set of overrides.
                 let mut overrides = BTreeMap::new();
@@ -524,7 +614,7 @@ pub fn alter_configs(
                 E::InvalidRequest,
                 format!("resource type {other} cannot be altered"),
             )),
-        };
+        });
         if let Err(e) = result {
             r.error_code = e.code;
             r.error_message = Some(s(e.message));
@@ -536,7 +626,7 @@ pub fn alter_configs(
 
 pub fn incremental_alter_configs(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     const SET: i8 = 0;
@@ -548,7 +638,14 @@ pub fn incremental_alter_configs(
         let mut r = IncrementalResult::default();
         r.resource_type = res.resource_type;
         r.resource_name = res.resource_name.clone();
-        let result = match res.resource_type {
+        let allowed = config_access(
+            broker,
+            ctx,
+            res.resource_type,
+            &res.resource_name,
+            Operation::AlterConfigs,
+        );
+        let result = allowed.and_then(|()| match res.resource_type {
             RESOURCE_TOPIC => (|| {
                 let topic = broker.topic(&res.resource_name).ok_or_else(|| {
                     ApiError::new(
@@ -624,7 +721,7 @@ pub fn incremental_alter_configs(
                 E::InvalidRequest,
                 format!("resource type {other} cannot be altered"),
             )),
-        };
+        });
         if let Err(e) = result {
             r.error_code = e.code;
             r.error_message = Some(s(e.message));

@@ -18,6 +18,7 @@ use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError as E;
 use weir_log::{FileSlice, LogError};
 
+use crate::acl::{Operation, ResourceType};
 use crate::broker::{Broker, LEADER_EPOCH};
 use crate::connection::RequestContext;
 use crate::outgoing::{Outgoing, Part};
@@ -59,11 +60,17 @@ pub async fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest
     let mut wanted = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
         let name = t.topic.to_string();
-        let topic = broker.topic(&name);
+        // Authorization comes before existence, so a denied client learns nothing.
+        let topic = if broker.allowed(ctx, Operation::Read, ResourceType::Topic, &name) {
+            Ok(broker.topic(&name))
+        } else {
+            Err(E::TopicAuthorizationFailed.code())
+        };
         for p in &t.partitions {
             let target = match &topic {
-                None => Err(E::UnknownTopicOrPartition.code()),
-                Some(topic) => usize::try_from(p.partition)
+                Err(code) => Err(*code),
+                Ok(None) => Err(E::UnknownTopicOrPartition.code()),
+                Ok(Some(topic)) => usize::try_from(p.partition)
                     .ok()
                     .and_then(|i| topic.partitions.get(i).cloned())
                     .ok_or(E::UnknownTopicOrPartition.code()),

@@ -1,21 +1,52 @@
 //! The broker's side of the group APIs: FindCoordinator (this broker is every group's
-//! coordinator), and OffsetCommit / OffsetFetch handed to the group coordinator with what
-//! only the broker knows (which partitions exist). The rest goes to the coordinator as is.
+//! coordinator), and the rest handed to the group coordinator with what only the broker
+//! knows: which partitions exist, and what the client may do. As in Kafka, a group's
+//! members need READ on it, describing it DESCRIBE, deleting it or its offsets DELETE;
+//! committing offsets of a topic needs READ on the topic, seeing them DESCRIBE.
 
 use std::sync::Arc;
 
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
 use kafka_protocol::messages::{
-    BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest,
+    HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
+    ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
+    SyncGroupRequest, SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
+use crate::acl::{Operation, ResourceType};
 use crate::broker::Broker;
 use crate::connection::RequestContext;
 
 const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
+
+fn may(broker: &Broker, ctx: &RequestContext, op: Operation, group: &str) -> bool {
+    broker.allowed(ctx, op, ResourceType::Group, group)
+}
+
+fn topic_may(broker: &Broker, ctx: &RequestContext, op: Operation, topic: &str) -> bool {
+    broker.allowed(ctx, op, ResourceType::Topic, topic)
+}
+
+const GROUP_DENIED: i16 = E::GroupAuthorizationFailed.code();
+const TOPIC_DENIED: i16 = E::TopicAuthorizationFailed.code();
 
 pub fn find_coordinator(
     broker: &Arc<Broker>,
@@ -37,6 +68,26 @@ pub fn find_coordinator(
             "Weir does not support transactions".to_string(),
         ))
     };
+    // Finding a group's coordinator takes DESCRIBE on the group; a transaction's, on the
+    // transactional id. Checked before anything else is said about the key.
+    let answer = |key: &str| {
+        let (rt, denied, what) = if req.key_type == KEY_TYPE_TRANSACTION {
+            (
+                ResourceType::TransactionalId,
+                E::TransactionalIdAuthorizationFailed,
+                "transactional id",
+            )
+        } else {
+            (ResourceType::Group, E::GroupAuthorizationFailed, "group")
+        };
+        if !broker.allowed(ctx, Operation::Describe, rt, key) {
+            return Err((
+                denied.code(),
+                format!("{} may not describe {what} '{key}'", ctx.principal),
+            ));
+        }
+        ready.clone()
+    };
     let mut resp = FindCoordinatorResponse::default();
     if v >= 4 {
         resp.coordinators = req
@@ -45,7 +96,7 @@ pub fn find_coordinator(
             .map(|k| {
                 let mut c = Coordinator::default();
                 c.key = k.clone();
-                match &ready {
+                match &answer(k) {
                     Ok(()) => {
                         c.node_id = node;
                         c.host = StrBytes::from_string(adv.host.clone());
@@ -62,7 +113,7 @@ pub fn find_coordinator(
             })
             .collect();
     } else {
-        match ready {
+        match answer(&req.key) {
             Ok(()) => {
                 resp.node_id = node;
                 resp.host = StrBytes::from_string(adv.host.clone());
@@ -84,10 +135,43 @@ pub fn find_coordinator(
 pub fn offset_commit(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
-    req: OffsetCommitRequest,
+    mut req: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
+    let topic_errors =
+        |topics: &[kafka_protocol::messages::offset_commit_request::OffsetCommitRequestTopic],
+         code: i16| {
+            topics
+                .iter()
+                .map(|t| {
+                    let mut out = OffsetCommitResponseTopic::default();
+                    out.name = t.name.clone();
+                    out.partitions = t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            let mut r = OffsetCommitResponsePartition::default();
+                            r.partition_index = p.partition_index;
+                            r.error_code = code;
+                            r
+                        })
+                        .collect();
+                    out
+                })
+                .collect::<Vec<_>>()
+        };
+    if !may(broker, ctx, Operation::Read, &req.group_id) {
+        let mut resp = OffsetCommitResponse::default();
+        resp.topics = topic_errors(&req.topics, GROUP_DENIED);
+        return resp;
+    }
+    let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics)
+        .into_iter()
+        .partition(|t| topic_may(broker, ctx, Operation::Read, &t.name));
+    req.topics = allowed;
     let exists = |topic: &str, partition: i32| broker.partition(topic, partition).is_some();
-    broker.groups.offset_commit(req, ctx.version, &exists)
+    let mut resp = broker.groups.offset_commit(req, ctx.version, &exists);
+    resp.topics.extend(topic_errors(&denied, TOPIC_DENIED));
+    resp
 }
 
 pub fn offset_fetch(
@@ -95,5 +179,233 @@ pub fn offset_fetch(
     ctx: &RequestContext,
     req: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
-    broker.groups.offset_fetch(req, ctx.version)
+    // Which groups the client may not describe, and whether it listed topics (then the
+    // ones it may not describe are answered TOPIC_AUTHORIZATION_FAILED) or asked for all
+    // (then they are left out).
+    let v = ctx.version;
+    if v >= 8 {
+        let denied: Vec<bool> = req
+            .groups
+            .iter()
+            .map(|g| !may(broker, ctx, Operation::Describe, &g.group_id))
+            .collect();
+        let listed: Vec<bool> = req.groups.iter().map(|g| g.topics.is_some()).collect();
+        let mut resp = broker.groups.offset_fetch(req, v);
+        for ((g, denied), listed) in resp.groups.iter_mut().zip(denied).zip(listed) {
+            if denied {
+                *g = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+                g.error_code = GROUP_DENIED;
+                continue;
+            }
+            hide_topics(
+                &mut g.topics,
+                listed,
+                |t: &OffsetFetchResponseTopics| {
+                    topic_may(broker, ctx, Operation::Describe, &t.name)
+                },
+                |t: &mut OffsetFetchResponseTopics| {
+                    for p in &mut t.partitions {
+                        *p = OffsetFetchResponsePartitions::default()
+                            .with_partition_index(p.partition_index)
+                            .with_committed_offset(-1)
+                            .with_metadata(Some(StrBytes::default()))
+                            .with_error_code(TOPIC_DENIED);
+                    }
+                },
+            );
+        }
+        return resp;
+    }
+    if !may(broker, ctx, Operation::Describe, &req.group_id) {
+        let mut resp = OffsetFetchResponse::default();
+        resp.error_code = GROUP_DENIED;
+        // v1 has no top-level error: each partition asked for carries it.
+        resp.topics = req
+            .topics
+            .iter()
+            .flatten()
+            .map(|t| {
+                let mut out = OffsetFetchResponseTopic::default();
+                out.name = t.name.clone();
+                out.partitions = t
+                    .partition_indexes
+                    .iter()
+                    .map(|&i| {
+                        OffsetFetchResponsePartition::default()
+                            .with_partition_index(i)
+                            .with_committed_offset(-1)
+                            .with_metadata(Some(StrBytes::default()))
+                            .with_error_code(GROUP_DENIED)
+                    })
+                    .collect();
+                out
+            })
+            .collect();
+        return resp;
+    }
+    let listed = req.topics.is_some();
+    let mut resp = broker.groups.offset_fetch(req, v);
+    hide_topics(
+        &mut resp.topics,
+        listed,
+        |t: &OffsetFetchResponseTopic| topic_may(broker, ctx, Operation::Describe, &t.name),
+        |t: &mut OffsetFetchResponseTopic| {
+            for p in &mut t.partitions {
+                *p = OffsetFetchResponsePartition::default()
+                    .with_partition_index(p.partition_index)
+                    .with_committed_offset(-1)
+                    .with_metadata(Some(StrBytes::default()))
+                    .with_error_code(TOPIC_DENIED);
+            }
+        },
+    );
+    resp
+}
+
+/// Offsets of topics the client may not describe: answered with an error where it named
+/// them, left out where it asked for everything.
+fn hide_topics<T>(
+    topics: &mut Vec<T>,
+    listed: bool,
+    allowed: impl Fn(&T) -> bool,
+    deny: impl Fn(&mut T),
+) {
+    if listed {
+        topics.iter_mut().filter(|t| !allowed(t)).for_each(deny);
+    } else {
+        topics.retain(|t| allowed(t));
+    }
+}
+
+pub async fn join_group(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: JoinGroupRequest,
+) -> JoinGroupResponse {
+    if !may(broker, ctx, Operation::Read, &req.group_id) {
+        return crate::group::join_group_error(&req.member_id, ctx.version, GROUP_DENIED);
+    }
+    // Kafka reports client hosts as "/<ip>".
+    let host = format!("/{}", ctx.peer.ip());
+    broker
+        .groups
+        .join_group(req, ctx.version, &ctx.client_id, &host)
+        .await
+}
+
+pub async fn sync_group(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: SyncGroupRequest,
+) -> SyncGroupResponse {
+    if !may(broker, ctx, Operation::Read, &req.group_id) {
+        return SyncGroupResponse::default().with_error_code(GROUP_DENIED);
+    }
+    broker.groups.sync_group(req, ctx.version).await
+}
+
+pub fn heartbeat(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: HeartbeatRequest,
+) -> HeartbeatResponse {
+    if !may(broker, ctx, Operation::Read, &req.group_id) {
+        return HeartbeatResponse::default().with_error_code(GROUP_DENIED);
+    }
+    broker.groups.heartbeat(req, ctx.version)
+}
+
+pub fn leave_group(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: LeaveGroupRequest,
+) -> LeaveGroupResponse {
+    if !may(broker, ctx, Operation::Read, &req.group_id) {
+        return LeaveGroupResponse::default().with_error_code(GROUP_DENIED);
+    }
+    broker.groups.leave_group(req, ctx.version)
+}
+
+/// Every group, with DESCRIBE on the cluster; else the groups the client may describe.
+pub fn list_groups(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: ListGroupsRequest,
+) -> ListGroupsResponse {
+    let mut resp = broker.groups.list_groups(req, ctx.version);
+    if !broker.allowed_on_cluster(ctx, Operation::Describe) {
+        resp.groups
+            .retain(|g| may(broker, ctx, Operation::Describe, &g.group_id));
+    }
+    resp
+}
+
+pub fn describe_groups(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: DescribeGroupsRequest,
+) -> DescribeGroupsResponse {
+    let with_ops = ctx.version >= 3 && req.include_authorized_operations;
+    let mut resp = broker.groups.describe_groups(req, ctx.version);
+    for g in &mut resp.groups {
+        if !may(broker, ctx, Operation::Describe, &g.group_id) {
+            *g = DescribedGroup::default()
+                .with_group_id(g.group_id.clone())
+                .with_error_code(GROUP_DENIED);
+        } else if with_ops {
+            g.authorized_operations =
+                broker.authorized_operations(ctx, ResourceType::Group, &g.group_id);
+        }
+    }
+    resp
+}
+
+pub fn delete_groups(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    mut req: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
+    let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut req.groups_names)
+        .into_iter()
+        .partition(|g| may(broker, ctx, Operation::Delete, g));
+    req.groups_names = allowed;
+    let mut resp = broker.groups.delete_groups(req, ctx.version);
+    resp.results.extend(denied.into_iter().map(|g| {
+        DeletableGroupResult::default()
+            .with_group_id(g)
+            .with_error_code(GROUP_DENIED)
+    }));
+    resp
+}
+
+pub fn offset_delete(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    mut req: OffsetDeleteRequest,
+) -> OffsetDeleteResponse {
+    if !may(broker, ctx, Operation::Delete, &req.group_id) {
+        return OffsetDeleteResponse::default().with_error_code(GROUP_DENIED);
+    }
+    let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics)
+        .into_iter()
+        .partition(|t| topic_may(broker, ctx, Operation::Read, &t.name));
+    req.topics = allowed;
+    let mut resp = broker.groups.offset_delete(req, ctx.version);
+    if resp.error_code == 0 {
+        resp.topics.extend(denied.into_iter().map(|t| {
+            let mut out = OffsetDeleteResponseTopic::default();
+            out.name = t.name;
+            out.partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    OffsetDeleteResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(TOPIC_DENIED)
+                })
+                .collect();
+            out
+        }));
+    }
+    resp
 }

@@ -12,16 +12,20 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
+use crate::acl::{Operation, ResourceType};
 use crate::broker::{Broker, LEADER_EPOCH};
 use crate::connection::RequestContext;
 use crate::topics::{self, Topic, OFFSETS_TOPIC};
 
-/// Kafka's AclOperation codes, for the "authorized operations" bit fields: without ACLs
-/// every operation a resource type has is allowed.
-pub const TOPIC_OPERATIONS: i32 =
-    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
-pub const CLUSTER_OPERATIONS: i32 =
-    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+/// The cluster's "authorized operations" field, when asked for: 0 without DESCRIBE on
+/// the cluster, as Kafka answers.
+pub fn cluster_operations(broker: &Broker, ctx: &RequestContext) -> i32 {
+    if broker.allowed_on_cluster(ctx, Operation::Describe) {
+        broker.authorized_operations(ctx, ResourceType::Cluster, crate::acl::CLUSTER_NAME)
+    } else {
+        0
+    }
+}
 
 pub fn broker_entry(broker: &Broker, ctx: &RequestContext) -> MetadataResponseBroker {
     let adv = broker.config.advertised(&ctx.listener);
@@ -34,10 +38,11 @@ pub fn broker_entry(broker: &Broker, ctx: &RequestContext) -> MetadataResponseBr
 
 fn topic_entry(
     broker: &Broker,
+    ctx: &RequestContext,
     topic: &Topic,
-    version: i16,
     include_ops: bool,
 ) -> MetadataResponseTopic {
+    let version = ctx.version;
     let mut t = MetadataResponseTopic::default();
     t.name = Some(TopicName(StrBytes::from_string(topic.name.clone())));
     if version >= 10 {
@@ -47,7 +52,8 @@ fn topic_entry(
         t.is_internal = topic.is_internal();
     }
     if include_ops && version >= 8 {
-        t.topic_authorized_operations = TOPIC_OPERATIONS;
+        t.topic_authorized_operations =
+            broker.authorized_operations(ctx, ResourceType::Topic, &topic.name);
     }
     let node = BrokerId(broker.config.node_id);
     t.partitions = topic
@@ -109,23 +115,28 @@ pub fn metadata(
         resp.controller_id = BrokerId(broker.config.node_id);
     }
     if req.include_cluster_authorized_operations && (8..=10).contains(&v) {
-        resp.cluster_authorized_operations = CLUSTER_OPERATIONS;
+        resp.cluster_authorized_operations = cluster_operations(broker, ctx);
     }
     let include_ops = req.include_topic_authorized_operations;
+    let describable =
+        |name: &str| broker.allowed(ctx, Operation::Describe, ResourceType::Topic, name);
     match req.topics {
-        // null: every topic (v0 sends an empty list to mean the same).
+        // null, or an empty list in v0: every topic the client may describe; the others
+        // are left out, not reported.
         None => {
             resp.topics = broker
                 .all_topics()
                 .iter()
-                .map(|t| topic_entry(broker, t, v, include_ops))
+                .filter(|t| describable(&t.name))
+                .map(|t| topic_entry(broker, ctx, t, include_ops))
                 .collect();
         }
         Some(list) if list.is_empty() && v == 0 => {
             resp.topics = broker
                 .all_topics()
                 .iter()
-                .map(|t| topic_entry(broker, t, v, include_ops))
+                .filter(|t| describable(&t.name))
+                .map(|t| topic_entry(broker, ctx, t, include_ops))
                 .collect();
         }
         Some(list) => {
@@ -134,8 +145,15 @@ pub fn metadata(
                 broker.config.auto_create_topics_enable && (v < 4 || req.allow_auto_topic_creation);
             for requested in list {
                 let entry = match requested.name.as_ref().map(|n| n.to_string()) {
+                    // Authorization first: a denied client cannot tell whether it exists.
+                    Some(name) if !describable(&name) => error_entry(
+                        Some(name),
+                        uuid::Uuid::nil(),
+                        E::TopicAuthorizationFailed.code(),
+                        v,
+                    ),
                     Some(name) => match broker.topic(&name) {
-                        Some(t) => topic_entry(broker, &t, v, include_ops),
+                        Some(t) => topic_entry(broker, ctx, &t, include_ops),
                         None => match topics::validate_topic_name(&name) {
                             Err(_) => error_entry(
                                 Some(name),
@@ -143,6 +161,23 @@ pub fn metadata(
                                 E::InvalidTopicException.code(),
                                 v,
                             ),
+                            Ok(())
+                                if may_create
+                                    && !broker.allowed_on_cluster(ctx, Operation::Create)
+                                    && !broker.allowed(
+                                        ctx,
+                                        Operation::Create,
+                                        ResourceType::Topic,
+                                        &name,
+                                    ) =>
+                            {
+                                error_entry(
+                                    Some(name),
+                                    uuid::Uuid::nil(),
+                                    E::TopicAuthorizationFailed.code(),
+                                    v,
+                                )
+                            }
                             Ok(()) if may_create => {
                                 let created = if name == OFFSETS_TOPIC {
                                     broker.ensure_offsets_topic()
@@ -155,12 +190,12 @@ pub fn metadata(
                                     )
                                 };
                                 match created {
-                                    Ok(t) => topic_entry(broker, &t, v, include_ops),
+                                    Ok(t) => topic_entry(broker, ctx, &t, include_ops),
                                     // Raced with another creator: serve what exists.
                                     Err(_) if broker.topic(&name).is_some() => topic_entry(
                                         broker,
+                                        ctx,
                                         &broker.topic(&name).expect("checked"),
-                                        v,
                                         include_ops,
                                     ),
                                     Err(e) => error_entry(Some(name), uuid::Uuid::nil(), e.code, v),
@@ -174,8 +209,13 @@ pub fn metadata(
                             ),
                         },
                     },
-                    None => match broker.topic_by_id(requested.topic_id) {
-                        Some(t) => topic_entry(broker, &t, v, include_ops),
+                    // By id: a topic the client may not describe is as unknown as one
+                    // that does not exist, as in Kafka.
+                    None => match broker
+                        .topic_by_id(requested.topic_id)
+                        .filter(|t| describable(&t.name))
+                    {
+                        Some(t) => topic_entry(broker, ctx, &t, include_ops),
                         None => error_entry(None, requested.topic_id, E::UnknownTopicId.code(), v),
                     },
                 };

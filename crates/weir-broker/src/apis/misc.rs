@@ -10,13 +10,14 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
-use crate::apis::metadata::CLUSTER_OPERATIONS;
+use crate::acl::{Operation, ResourceType};
+use crate::apis::metadata::cluster_operations;
 use crate::broker::Broker;
 use crate::connection::RequestContext;
 
 pub fn init_producer_id(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
     let mut resp = InitProducerIdResponse::default();
@@ -25,12 +26,32 @@ pub fn init_producer_id(
     if let Some(txn) = &req.transactional_id {
         // Kafka's TransactionCoordinator answers an empty id with INVALID_REQUEST: only a
         // null id means "idempotent, not transactional".
+        // Authorization first, as in Kafka.
+        if !broker.allowed(ctx, Operation::Write, ResourceType::TransactionalId, &txn.0) {
+            resp.error_code = E::TransactionalIdAuthorizationFailed.code();
+            return resp;
+        }
         if txn.0.is_empty() {
             resp.error_code = E::InvalidRequest.code();
             return resp;
         }
         tracing::warn!(transactional_id = %txn.0, "refusing InitProducerId: Weir does not support transactions");
         resp.error_code = E::UnsupportedVersion.code();
+        return resp;
+    }
+    // An idempotent producer needs IDEMPOTENT_WRITE on the cluster or, since KIP-679,
+    // WRITE on some topic.
+    let may_write = broker.allowed_on_cluster(ctx, Operation::IdempotentWrite)
+        || broker.authorizer.as_ref().is_none_or(|a| {
+            a.authorize_any(
+                &ctx.principal,
+                &ctx.host,
+                Operation::Write,
+                ResourceType::Topic,
+            )
+        });
+    if !may_write {
+        resp.error_code = E::ClusterAuthorizationFailed.code();
         return resp;
     }
     // KIP-360: an idempotent producer may ask to bump its epoch after an error; a new id
@@ -68,7 +89,7 @@ pub fn describe_cluster(
     resp.cluster_id = StrBytes::from_string(broker.cluster_id().to_string());
     resp.controller_id = BrokerId(broker.config.node_id);
     if req.include_cluster_authorized_operations {
-        resp.cluster_authorized_operations = CLUSTER_OPERATIONS;
+        resp.cluster_authorized_operations = cluster_operations(broker, ctx);
     }
     resp
 }

@@ -11,6 +11,7 @@ use crate::broker::Broker;
 use crate::connection::{encode, RequestContext};
 use crate::outgoing::Outgoing;
 
+mod acls;
 mod admin;
 mod fetch;
 mod groups;
@@ -55,6 +56,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
 ];
 
 pub fn is_supported(api: ApiKey, version: i16) -> bool {
@@ -135,37 +139,40 @@ pub async fn handle(
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(groups::find_coordinator(broker, ctx, r))
         }
-        RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(
-            broker
-                .groups
-                // Kafka reports client hosts as "/<ip>".
-                .join_group(r, v, &ctx.client_id, &format!("/{}", ctx.peer.ip()))
-                .await,
-        ),
-        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(broker.groups.sync_group(r, v).await),
-        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(broker.groups.heartbeat(r, v)),
-        RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(broker.groups.leave_group(r, v)),
+        RequestKind::JoinGroup(r) => {
+            ResponseKind::JoinGroup(groups::join_group(broker, ctx, r).await)
+        }
+        RequestKind::SyncGroup(r) => {
+            ResponseKind::SyncGroup(groups::sync_group(broker, ctx, r).await)
+        }
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, ctx, r)),
+        RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(groups::leave_group(broker, ctx, r)),
         RequestKind::OffsetCommit(r) => {
             ResponseKind::OffsetCommit(groups::offset_commit(broker, ctx, r))
         }
         RequestKind::OffsetFetch(r) => {
             ResponseKind::OffsetFetch(groups::offset_fetch(broker, ctx, r))
         }
-        RequestKind::ListGroups(r) => ResponseKind::ListGroups(broker.groups.list_groups(r, v)),
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list_groups(broker, ctx, r)),
         RequestKind::DescribeGroups(r) => {
-            ResponseKind::DescribeGroups(broker.groups.describe_groups(r, v))
+            ResponseKind::DescribeGroups(groups::describe_groups(broker, ctx, r))
         }
         RequestKind::DeleteGroups(r) => {
-            ResponseKind::DeleteGroups(broker.groups.delete_groups(r, v))
+            ResponseKind::DeleteGroups(groups::delete_groups(broker, ctx, r))
         }
         RequestKind::OffsetDelete(r) => {
-            ResponseKind::OffsetDelete(broker.groups.offset_delete(r, v))
+            ResponseKind::OffsetDelete(groups::offset_delete(broker, ctx, r))
         }
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create_acls(broker, ctx, r)),
+        RequestKind::DescribeAcls(r) => {
+            ResponseKind::DescribeAcls(acls::describe_acls(broker, ctx, r))
+        }
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete_acls(broker, ctx, r)),
         RequestKind::DescribeUserScramCredentials(r) => {
-            ResponseKind::DescribeUserScramCredentials(sasl::describe_credentials(broker, r))
+            ResponseKind::DescribeUserScramCredentials(sasl::describe_credentials(broker, ctx, r))
         }
         RequestKind::AlterUserScramCredentials(r) => {
-            ResponseKind::AlterUserScramCredentials(sasl::alter_credentials(broker, r))
+            ResponseKind::AlterUserScramCredentials(sasl::alter_credentials(broker, ctx, r))
         }
         other => {
             return Err(format!(

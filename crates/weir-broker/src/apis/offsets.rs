@@ -19,11 +19,22 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError as E;
 
+use crate::acl::{Operation, ResourceType};
 use crate::broker::{Broker, LEADER_EPOCH};
 use crate::connection::RequestContext;
 use crate::topics::Partition;
 
-fn resolve(broker: &Broker, topic: &str, partition: i32) -> Result<Arc<Partition>, i16> {
+/// The partition, if the client may do `op` to its topic (checked first, so a denied
+/// client cannot learn whether it exists) and it exists.
+fn resolve(
+    broker: &Broker,
+    allowed: bool,
+    topic: &str,
+    partition: i32,
+) -> Result<Arc<Partition>, i16> {
+    if !allowed {
+        return Err(E::TopicAuthorizationFailed.code());
+    }
     broker
         .partition(topic, partition)
         .ok_or(E::UnknownTopicOrPartition.code())
@@ -48,6 +59,7 @@ pub fn list_offsets(
     let mut resp = ListOffsetsResponse::default();
     for t in req.topics {
         let name = t.name.to_string();
+        let allowed = broker.allowed(ctx, Operation::Describe, ResourceType::Topic, &name);
         let mut tr = ListOffsetsTopicResponse::default();
         tr.name = t.name.clone();
         for p in t.partitions {
@@ -55,7 +67,7 @@ pub fn list_offsets(
             pr.partition_index = p.partition_index;
             pr.timestamp = -1;
             pr.offset = -1;
-            let result = resolve(broker, &name, p.partition_index).and_then(|part| {
+            let result = resolve(broker, allowed, &name, p.partition_index).and_then(|part| {
                 if v >= 4 {
                     check_epoch(p.current_leader_epoch)?;
                 }
@@ -93,12 +105,13 @@ pub fn list_offsets(
 
 pub fn offset_for_leader_epoch(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
     let mut resp = OffsetForLeaderEpochResponse::default();
     for t in req.topics {
         let name = t.topic.to_string();
+        let allowed = broker.allowed(ctx, Operation::Describe, ResourceType::Topic, &name);
         let mut tr = OffsetForLeaderTopicResult::default();
         tr.topic = t.topic.clone();
         for p in t.partitions {
@@ -106,7 +119,7 @@ pub fn offset_for_leader_epoch(
             pr.partition = p.partition;
             pr.leader_epoch = -1;
             pr.end_offset = -1;
-            let result = resolve(broker, &name, p.partition).and_then(|part| {
+            let result = resolve(broker, allowed, &name, p.partition).and_then(|part| {
                 check_epoch(p.current_leader_epoch)?;
                 let log = part.lock_log().map_err(|e| e.kafka_error_code())?;
                 Ok(log
@@ -129,19 +142,20 @@ pub fn offset_for_leader_epoch(
 
 pub fn delete_records(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
     let mut resp = DeleteRecordsResponse::default();
     for t in req.topics {
         let name = t.name.to_string();
+        let allowed = broker.allowed(ctx, Operation::Delete, ResourceType::Topic, &name);
         let mut tr = DeleteRecordsTopicResult::default();
         tr.name = t.name.clone();
         for p in t.partitions {
             let mut pr = DeleteRecordsPartitionResult::default();
             pr.partition_index = p.partition_index;
             pr.low_watermark = -1;
-            let result = resolve(broker, &name, p.partition_index).and_then(|part| {
+            let result = resolve(broker, allowed, &name, p.partition_index).and_then(|part| {
                 let mut log = part.lock_log().map_err(|e| e.kafka_error_code())?;
                 // -1 means "up to the high watermark".
                 let offset = if p.offset == -1 {

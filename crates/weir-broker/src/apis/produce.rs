@@ -11,6 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 use weir_log::AppendOrigin;
 
+use crate::acl::{Operation, ResourceType};
 use crate::broker::{ApiError, Broker, LEADER_EPOCH};
 use crate::connection::RequestContext;
 use crate::topics::Partition;
@@ -61,6 +62,7 @@ pub async fn produce(
     for topic_data in req.topic_data {
         let name = topic_data.name.to_string();
         let topic = broker.topic(&name);
+        let writable = broker.allowed(ctx, Operation::Write, ResourceType::Topic, &name);
         let mut tr = TopicProduceResponse::default();
         tr.name = topic_data.name.clone();
         for pd in topic_data.partition_data {
@@ -73,10 +75,26 @@ pub async fn produce(
                         format!("acks={acks} is not 0, 1 or -1"),
                     ));
                 }
-                if req.transactional_id.is_some() {
+                if let Some(id) = &req.transactional_id {
+                    if !broker.allowed(ctx, Operation::Write, ResourceType::TransactionalId, id) {
+                        return Err(ApiError::new(
+                            E::TransactionalIdAuthorizationFailed,
+                            format!(
+                                "{} may not write as transactional id '{}'",
+                                ctx.principal, id.0
+                            ),
+                        ));
+                    }
                     return Err(ApiError::new(
                         E::InvalidTxnState,
                         "transactions are not supported by Weir",
+                    ));
+                }
+                if !writable {
+                    // Checked before existence, so a denied client learns nothing.
+                    return Err(ApiError::new(
+                        E::TopicAuthorizationFailed,
+                        format!("{} may not write to topic '{name}'", ctx.principal),
                     ));
                 }
                 let topic = topic.as_ref().ok_or_else(|| {

@@ -17,6 +17,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
+use crate::acl::Operation;
 use crate::broker::Broker;
 use crate::connection::{encode, RequestContext};
 use crate::outgoing::Outgoing;
@@ -62,10 +63,19 @@ pub fn authenticate(
 
 pub fn describe_credentials(
     broker: &Arc<Broker>,
+    ctx: &RequestContext,
     req: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
-    let all = broker.users.describe();
     let mut resp = DescribeUserScramCredentialsResponse::default();
+    if !broker.allowed_on_cluster(ctx, Operation::Describe) {
+        resp.error_code = E::ClusterAuthorizationFailed.code();
+        resp.error_message = Some(StrBytes::from_string(format!(
+            "{} may not describe users",
+            ctx.principal
+        )));
+        return resp;
+    }
+    let all = broker.users.describe();
     let wanted: Vec<String> = match &req.users {
         Some(users) if !users.is_empty() => users.iter().map(|u| u.name.to_string()).collect(),
         _ => all.keys().cloned().collect(),
@@ -108,10 +118,28 @@ type Outcome = Result<(), (E, String)>;
 
 pub fn alter_credentials(
     broker: &Arc<Broker>,
+    ctx: &RequestContext,
     req: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
-    let existing = broker.users.describe();
     let mut resp = AlterUserScramCredentialsResponse::default();
+    if !broker.allowed_on_cluster(ctx, Operation::Alter) {
+        let msg = format!("{} may not change users", ctx.principal);
+        resp.results = req
+            .deletions
+            .iter()
+            .map(|d| &d.name)
+            .chain(req.upsertions.iter().map(|u| &u.name))
+            .map(|user| {
+                let mut out = AlterUserScramCredentialsResult::default();
+                out.user = user.clone();
+                out.error_code = E::ClusterAuthorizationFailed.code();
+                out.error_message = Some(StrBytes::from_string(msg.clone()));
+                out
+            })
+            .collect();
+        return resp;
+    }
+    let existing = broker.users.describe();
     // A user named in more than one alteration has all of them refused, as Kafka does.
     let mut count = std::collections::HashMap::new();
     for n in req

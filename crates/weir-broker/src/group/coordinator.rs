@@ -1189,6 +1189,12 @@ impl GroupCoordinator {
     }
 }
 
+/// A JoinGroup answered with `error` before it reaches the group (the client may not
+/// read the group).
+pub fn join_group_error(member_id: &str, version: i16, error: i16) -> JoinGroupResponse {
+    join_response(JoinOutcome::error(member_id, error), version)
+}
+
 /// Builds a JoinGroup response for the request's version.
 fn join_response(o: JoinOutcome, version: i16) -> JoinGroupResponse {
     let mut resp = JoinGroupResponse::default();

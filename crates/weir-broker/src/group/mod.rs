@@ -27,7 +27,7 @@ mod records;
 #[cfg(test)]
 mod tests;
 
-pub use coordinator::GroupCoordinator;
+pub use coordinator::{join_group_error, GroupCoordinator};
 
 /// Broker settings the coordinator follows, with Kafka's names and defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]

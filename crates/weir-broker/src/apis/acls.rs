@@ -1,0 +1,271 @@
+//! CreateAcls, DescribeAcls and DeleteAcls: the ACLs of `acl::Authorizer`, managed as
+//! Kafka's Admin client and `kafka-acls.sh` manage them. Changing ACLs takes ALTER on the
+//! cluster, listing them DESCRIBE; without an authorizer each answers SECURITY_DISABLED.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_acls_response::AclCreationResult;
+use kafka_protocol::messages::delete_acls_response::{
+    DeleteAclsFilterResult, DeleteAclsMatchingAcl,
+};
+use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
+use kafka_protocol::messages::{
+    CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+    DescribeAclsRequest, DescribeAclsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError as E;
+
+use crate::acl::{self, AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType};
+use crate::broker::{ApiError, Broker};
+use crate::connection::RequestContext;
+
+fn sb(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+const NO_AUTHORIZER: &str = "no authorizer is configured (set authorizer.class.name)";
+
+/// Why the ACL APIs cannot be used by this request, if they cannot.
+fn refused(broker: &Broker, ctx: &RequestContext, op: Operation) -> Option<ApiError> {
+    if broker.authorizer.is_none() {
+        return Some(ApiError::new(E::SecurityDisabled, NO_AUTHORIZER));
+    }
+    if !broker.allowed_on_cluster(ctx, op) {
+        return Some(ApiError::new(
+            E::ClusterAuthorizationFailed,
+            format!(
+                "{} may not {} ACLs",
+                ctx.principal,
+                if op == Operation::Alter {
+                    "change"
+                } else {
+                    "list"
+                }
+            ),
+        ));
+    }
+    None
+}
+
+fn binding(
+    c: &kafka_protocol::messages::create_acls_request::AclCreation,
+) -> Result<AclBinding, String> {
+    let known = |what: &str, code: i8, ok: bool| {
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("{what} code {code} is not one an ACL can have"))
+        }
+    };
+    let rt = ResourceType::from_code(c.resource_type);
+    let pt = PatternType::from_code(c.resource_pattern_type);
+    let op = Operation::from_code(c.operation);
+    let perm = Permission::from_code(c.permission_type);
+    known("resource type", c.resource_type, rt.is_some())?;
+    known("pattern type", c.resource_pattern_type, pt.is_some())?;
+    known("operation", c.operation, op.is_some())?;
+    known("permission type", c.permission_type, perm.is_some())?;
+    let b = AclBinding {
+        resource_type: rt.expect("checked"),
+        resource_name: c.resource_name.to_string(),
+        pattern_type: pt.expect("checked"),
+        principal: c.principal.to_string(),
+        host: c.host.to_string(),
+        operation: op.expect("checked"),
+        permission: perm.expect("checked"),
+    };
+    b.validate()?;
+    Ok(b)
+}
+
+pub fn create_acls(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: CreateAclsRequest,
+) -> CreateAclsResponse {
+    let result = |e: Option<&ApiError>| {
+        let mut r = AclCreationResult::default();
+        if let Some(e) = e {
+            r.error_code = e.code;
+            r.error_message = Some(sb(e.message.clone()));
+        }
+        r
+    };
+    let mut resp = CreateAclsResponse::default();
+    if let Some(e) = refused(broker, ctx, Operation::Alter) {
+        resp.results = req.creations.iter().map(|_| result(Some(&e))).collect();
+        return resp;
+    }
+    let authorizer = broker.authorizer.as_ref().expect("checked by refused");
+    let checked: Vec<Result<AclBinding, ApiError>> = req
+        .creations
+        .iter()
+        .map(|c| binding(c).map_err(|m| ApiError::new(E::InvalidRequest, m)))
+        .collect();
+    let valid: Vec<AclBinding> = checked
+        .iter()
+        .filter_map(|c| c.as_ref().ok().cloned())
+        .collect();
+    let saved = authorizer.change(&valid, &[]);
+    if let Err(e) = &saved {
+        tracing::error!("saving ACLs: {e}");
+    }
+    for b in &valid {
+        if saved.is_ok() {
+            tracing::info!(principal = %ctx.principal, "ACL added: {}", b.describe());
+        }
+    }
+    resp.results = checked
+        .iter()
+        .map(|c| match (c, &saved) {
+            (Err(e), _) => result(Some(e)),
+            (Ok(_), Err(e)) => result(Some(&ApiError::new(
+                E::UnknownServerError,
+                format!("the ACLs could not be saved: {e}"),
+            ))),
+            (Ok(_), Ok(_)) => result(None),
+        })
+        .collect();
+    resp
+}
+
+pub fn describe_acls(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: DescribeAclsRequest,
+) -> DescribeAclsResponse {
+    let mut resp = DescribeAclsResponse::default();
+    if let Some(e) = refused(broker, ctx, Operation::Describe) {
+        resp.error_code = e.code;
+        resp.error_message = Some(sb(e.message));
+        return resp;
+    }
+    let filter = AclFilter::from_wire(
+        req.resource_type_filter,
+        req.resource_name_filter.as_ref().map(|s| s.as_str()),
+        req.pattern_type_filter,
+        req.principal_filter.as_ref().map(|s| s.as_str()),
+        req.host_filter.as_ref().map(|s| s.as_str()),
+        req.operation,
+        req.permission_type,
+    );
+    let filter = match filter {
+        Ok(f) => f,
+        Err(m) => {
+            resp.error_code = E::InvalidRequest.code();
+            resp.error_message = Some(sb(m));
+            return resp;
+        }
+    };
+    let found = broker
+        .authorizer
+        .as_ref()
+        .expect("checked")
+        .describe(&filter);
+    resp.resources = acl::group_by_resource(found)
+        .into_iter()
+        .map(|((rt, name, pt), bindings)| {
+            let mut r = DescribeAclsResource::default();
+            r.resource_type = rt.code();
+            r.resource_name = sb(name);
+            r.pattern_type = pt.code();
+            r.acls = bindings
+                .into_iter()
+                .map(|b| {
+                    let mut d = AclDescription::default();
+                    d.principal = sb(b.principal);
+                    d.host = sb(b.host);
+                    d.operation = b.operation.code();
+                    d.permission_type = b.permission.code();
+                    d
+                })
+                .collect();
+            r
+        })
+        .collect();
+    resp
+}
+
+pub fn delete_acls(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: DeleteAclsRequest,
+) -> DeleteAclsResponse {
+    let failed = |e: &ApiError| {
+        let mut r = DeleteAclsFilterResult::default();
+        r.error_code = e.code;
+        r.error_message = Some(sb(e.message.clone()));
+        r
+    };
+    let mut resp = DeleteAclsResponse::default();
+    if let Some(e) = refused(broker, ctx, Operation::Alter) {
+        resp.filter_results = req.filters.iter().map(|_| failed(&e)).collect();
+        return resp;
+    }
+    let filters: Vec<Result<AclFilter, ApiError>> = req
+        .filters
+        .iter()
+        .map(|f| {
+            AclFilter::from_wire(
+                f.resource_type_filter,
+                f.resource_name_filter.as_ref().map(|s| s.as_str()),
+                f.pattern_type_filter,
+                f.principal_filter.as_ref().map(|s| s.as_str()),
+                f.host_filter.as_ref().map(|s| s.as_str()),
+                f.operation,
+                f.permission_type,
+            )
+            .map_err(|m| ApiError::new(E::InvalidRequest, m))
+        })
+        .collect();
+    let valid: Vec<AclFilter> = filters
+        .iter()
+        .filter_map(|f| f.as_ref().ok().cloned())
+        .collect();
+    let removed = broker
+        .authorizer
+        .as_ref()
+        .expect("checked")
+        .change(&[], &valid);
+    let mut removed = match removed {
+        Ok(r) => r.into_iter(),
+        Err(e) => {
+            tracing::error!("saving ACLs: {e}");
+            let e = ApiError::new(
+                E::UnknownServerError,
+                format!("the ACLs could not be saved: {e}"),
+            );
+            resp.filter_results = req.filters.iter().map(|_| failed(&e)).collect();
+            return resp;
+        }
+    };
+    resp.filter_results = filters
+        .iter()
+        .map(|f| match f {
+            Err(e) => failed(e),
+            Ok(_) => {
+                let mut r = DeleteAclsFilterResult::default();
+                r.matching_acls = removed
+                    .next()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|b| {
+                        tracing::info!(principal = %ctx.principal, "ACL removed: {}", b.describe());
+                        let mut m = DeleteAclsMatchingAcl::default();
+                        m.resource_type = b.resource_type.code();
+                        m.resource_name = sb(b.resource_name);
+                        m.pattern_type = b.pattern_type.code();
+                        m.principal = sb(b.principal);
+                        m.host = sb(b.host);
+                        m.operation = b.operation.code();
+                        m.permission_type = b.permission.code();
+                        m
+                    })
+                    .collect();
+                r
+            }
+        })
+        .collect();
+    resp
+}
