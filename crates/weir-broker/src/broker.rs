@@ -75,6 +75,8 @@ pub struct Broker {
     pub users: crate::sasl::Users,
     /// The ACLs and their checks, when `authorizer.class.name` is set.
     pub authorizer: Option<Authorizer>,
+    /// Client byte-rate quotas (`weir-quotas.json` in the first data directory).
+    pub quotas: crate::quota::Quotas,
 }
 
 /// Persists group state into `__consumer_offsets`, created on first use.
@@ -204,6 +206,7 @@ impl Broker {
             )?),
             None => None,
         };
+        let quotas = crate::quota::Quotas::load(&config.log_dirs[0], config.quota_windows)?;
         let (shutdown, _) = watch::channel(false);
         let request_memory = RequestMemory::new(config.queued_max_request_bytes);
         let broker = Arc::new(Broker {
@@ -217,6 +220,7 @@ impl Broker {
             request_memory,
             users,
             authorizer,
+            quotas,
             inflate_slots: Semaphore::new(
                 std::thread::available_parallelism().map_or(2, |n| n.get()),
             ),

@@ -140,6 +140,9 @@ pub struct BrokerConfig {
     pub sasl: BTreeMap<String, SaslListener>,
     /// `authorizer.class.name` set: ACLs are checked on every request.
     pub authorizer: Option<AuthorizerConfig>,
+    /// `quota.window.num` and `quota.window.size.seconds`: how client byte rates are
+    /// measured.
+    pub quota_windows: crate::quota::Windows,
     pub log_dirs: Vec<PathBuf>,
     /// Topic defaults from the broker's log settings.
     pub log_defaults: Arc<LogConfig>,
@@ -275,6 +278,8 @@ const USED: &[&str] = &[
     "authorizer.class.name",
     "super.users",
     "allow.everyone.if.no.acl.found",
+    "quota.window.num",
+    "quota.window.size.seconds",
 ];
 
 fn parse<T: std::str::FromStr>(
@@ -595,6 +600,16 @@ impl BrokerConfig {
             offsets_topic_partitions: parse(&props, "offsets.topic.num.partitions", 50i32)?,
             offset_metadata_max_bytes: parse(&props, "offset.metadata.max.bytes", 4096usize)?,
         };
+        let quota_windows = crate::quota::Windows {
+            samples: parse(&props, "quota.window.num", 11i64)?,
+            window_ms: parse(&props, "quota.window.size.seconds", 1i64)?.saturating_mul(1000),
+        };
+        if quota_windows.samples < 2 || quota_windows.window_ms < 1000 {
+            return Err(
+                "quota.window.num must be at least 2 and quota.window.size.seconds at least 1"
+                    .into(),
+            );
+        }
         if group.offsets_topic_partitions < 1 {
             return Err("offsets.topic.num.partitions must be at least 1".into());
         }
@@ -610,6 +625,7 @@ impl BrokerConfig {
             tls,
             sasl,
             authorizer: AuthorizerConfig::from_properties(&props)?,
+            quota_windows,
             log_dirs,
             log_defaults,
             set_keys: props.keys().cloned().collect(),

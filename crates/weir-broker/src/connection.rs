@@ -27,7 +27,7 @@ use crate::broker::Broker;
 use crate::outgoing::Outgoing;
 
 /// What a handler knows about the request it serves.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct RequestContext {
     pub api_key: ApiKey,
     pub version: i16,
@@ -41,6 +41,34 @@ pub struct RequestContext {
     pub principal: Arc<str>,
     /// The client's address as ACLs name hosts (`10.0.0.7`, `::1`).
     pub host: Arc<str>,
+    /// The request frame's size in bytes: what a produce quota counts.
+    pub size: usize,
+    /// Set by a handler whose client went over its quota: how long, in ms, this
+    /// connection is not read after the response (KIP-219).
+    pub throttle_ms: std::sync::atomic::AtomicU32,
+}
+
+impl RequestContext {
+    /// The user part of the principal (`alice` for `User:alice`), as quotas name users.
+    pub fn user(&self) -> &str {
+        self.principal
+            .split_once(':')
+            .map_or(&*self.principal, |(_, name)| name)
+    }
+
+    pub fn throttle(&self, ms: u32) {
+        self.throttle_ms
+            .fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// How long a client over its quota waits: its connection is not read for `ms`. Clients
+/// from before KIP-219 (Produce below v6, Fetch below v8) do not back off by themselves,
+/// so their response waits too, as Kafka delays it.
+#[derive(Debug, Default, Clone, Copy)]
+struct Mute {
+    ms: u32,
+    delay_response: bool,
 }
 
 /// The broker's request memory, `queued.max.request.bytes`, counted in KiB: request
@@ -315,13 +343,18 @@ pub async fn serve(broker: Arc<Broker>, stream: Stream, peer: SocketAddr, listen
         };
         // Boxed: the handlers' state is large, and an idle connection should not carry it.
         let response = if session.expects_bare_token() {
-            Ok(bare_sasl_token(&broker, &mut session, &frame))
+            let (out, close) = bare_sasl_token(&broker, &mut session, &frame);
+            Ok((out, close, Mute::default()))
         } else {
             Box::pin(handle_frame(&broker, frame, peer, &listener, &mut session)).await
         };
         drop(permit);
-        let close = matches!(response, Ok((_, true)));
-        match response.map(|(out, _)| out) {
+        let close = matches!(response, Ok((_, true, _)));
+        let mute = response.as_ref().map_or(Mute::default(), |r| r.2);
+        if mute.delay_response && !pause(mute.ms, &mut shutdown).await {
+            break;
+        }
+        match response.map(|(out, _, _)| out) {
             Ok(Some(out)) => {
                 let held = if tls {
                     out.wire_len()
@@ -347,9 +380,23 @@ pub async fn serve(broker: Arc<Broker>, stream: Stream, peer: SocketAddr, listen
                 break;
             }
         }
+        // Over its quota: the answer is on its way, and nothing more is read until the
+        // throttle time has passed.
+        if mute.ms > 0 && !mute.delay_response && !pause(mute.ms, &mut shutdown).await {
+            break;
+        }
     }
     drop(tx);
     let _ = writer.await;
+}
+
+/// Waits out a throttle; false if the broker is shutting down meanwhile.
+async fn pause(ms: u32, shutdown: &mut tokio::sync::watch::Receiver<bool>) -> bool {
+    crate::metrics::throttled(ms);
+    tokio::select! {
+        _ = tokio::time::sleep(Duration::from_millis(ms.into())) => true,
+        _ = shutdown.changed() => false,
+    }
 }
 
 /// A SASL token after a v0 SaslHandshake: the answer goes back bare too, size-prefixed.
@@ -431,7 +478,8 @@ async fn handle_frame(
     peer: SocketAddr,
     listener: &Arc<str>,
     session: &mut crate::sasl::Session,
-) -> Result<(Option<Outgoing>, bool), String> {
+) -> Result<(Option<Outgoing>, bool, Mute), String> {
+    let size = frame.len();
     let (api_key, version, correlation_id, header, request) = match decode_request(frame)? {
         Decoded::UnsupportedApiVersions { correlation_id } => {
             let mut resp = apis::api_versions_response();
@@ -442,7 +490,7 @@ async fn handle_frame(
                 correlation_id,
                 &ResponseKind::ApiVersions(resp),
             )
-            .map(|b| (Some(Outgoing::Frame(b)), false));
+            .map(|b| (Some(Outgoing::Frame(b)), false, Mute::default()));
         }
         Decoded::Request {
             api_key,
@@ -471,6 +519,8 @@ async fn handle_frame(
         listener: listener.clone(),
         principal: session.principal.clone(),
         host: session.host.clone(),
+        size,
+        throttle_ms: Default::default(),
     };
     let started = std::time::Instant::now();
     let response = match request {
@@ -483,7 +533,17 @@ async fn handle_frame(
         request => (apis::handle(broker, &ctx, request).await?, false),
     };
     crate::metrics::request_done(api_key, started.elapsed());
-    Ok(response)
+    let ms = ctx.throttle_ms.into_inner();
+    let mute = Mute {
+        ms,
+        delay_response: ms > 0
+            && match api_key {
+                ApiKey::Produce => version < 6,
+                ApiKey::Fetch => version < 8,
+                _ => false,
+            },
+    };
+    Ok((response.0, response.1, mute))
 }
 
 /// One response frame: the size prefix, the response header, the body.

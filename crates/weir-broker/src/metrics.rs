@@ -40,6 +40,12 @@ pub fn bytes_out(n: usize) {
     metrics::counter!("weir_bytes_out_total").increment(n as u64);
 }
 
+/// A connection muted for `ms` because its client went over a quota.
+pub fn throttled(ms: u32) {
+    metrics::counter!("weir_throttled_requests_total").increment(1);
+    metrics::counter!("weir_throttle_time_ms_total").increment(ms.into());
+}
+
 pub fn connections(open: usize) {
     metrics::gauge!("weir_connections").set(open as f64);
 }

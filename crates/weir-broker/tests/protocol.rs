@@ -372,6 +372,28 @@ fn request(api: ApiKey, topic: &str, v: i16) -> RequestKind {
             r.filters.push(f);
             RequestKind::DeleteAcls(r)
         }
+        ApiKey::DescribeClientQuotas => {
+            let mut c = describe_client_quotas_request::ComponentData::default();
+            c.entity_type = StrBytes::from_static_str("client-id");
+            c.match_type = 2;
+            let mut r = DescribeClientQuotasRequest::default();
+            r.components.push(c);
+            RequestKind::DescribeClientQuotas(r)
+        }
+        ApiKey::AlterClientQuotas => {
+            let mut e = alter_client_quotas_request::EntityData::default();
+            e.entity_type = StrBytes::from_static_str("client-id");
+            e.entity_name = Some(StrBytes::from_string(format!("{topic}-client")));
+            let mut op = alter_client_quotas_request::OpData::default();
+            op.key = StrBytes::from_static_str("producer_byte_rate");
+            op.value = 1_048_576.0;
+            let mut entry = alter_client_quotas_request::EntryData::default();
+            entry.entity.push(e);
+            entry.ops.push(op);
+            let mut r = AlterClientQuotasRequest::default();
+            r.entries.push(entry);
+            RequestKind::AlterClientQuotas(r)
+        }
         other => panic!("no test request for {other:?}"),
     }
 }

@@ -1,5 +1,5 @@
 //! The admin client: topics and partitions, configs, consumer groups and their offsets,
-//! deleting records, and ACLs — the operations of Kafka's `Admin`, over the Kafka protocol, so
+//! deleting records, ACLs and client quotas — the operations of Kafka's `Admin`, over the Kafka protocol, so
 //! it works against any Kafka-compatible broker.
 //!
 //! Each request goes where Kafka sends it: topic creation, deletion and new partitions to
@@ -45,14 +45,16 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError as E;
 
 use crate::cluster::{Cluster, ClusterConfig};
-
-mod acls;
 use crate::config::Props;
 use crate::conn::BrokerConnection;
 use crate::error::{ClientError, Result};
+
+mod acls;
+mod quotas;
 pub use acls::{
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourceType,
 };
+pub use quotas::{QuotaAlteration, QuotaEntity, QuotaMatch};
 
 const METADATA: (i16, i16) = (1, 12);
 const CREATE_TOPICS: (i16, i16) = (2, 7);

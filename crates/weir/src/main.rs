@@ -9,6 +9,7 @@ mod dump_log;
 mod groups;
 mod json;
 mod produce;
+mod quotas;
 mod serve;
 mod topics;
 mod users;
@@ -50,6 +51,8 @@ enum Command {
     Users(users::Args),
     /// Add, remove and list ACLs, on a running broker or a stopped one's data directory.
     Acls(acls::Args),
+    /// Set and show client byte-rate quotas (producer_byte_rate, consumer_byte_rate).
+    Quotas(quotas::Args),
 }
 
 fn main() -> ExitCode {
@@ -64,5 +67,6 @@ fn main() -> ExitCode {
         Command::Groups(args) => groups::run(args),
         Command::Users(args) => users::run(args),
         Command::Acls(args) => acls::run(args),
+        Command::Quotas(args) => quotas::run(args),
     }
 }

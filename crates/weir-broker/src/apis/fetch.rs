@@ -22,6 +22,7 @@ use crate::acl::{Operation, ResourceType};
 use crate::broker::{Broker, LEADER_EPOCH};
 use crate::connection::RequestContext;
 use crate::outgoing::{Outgoing, Part};
+use crate::quota::Kind;
 use crate::topics::Partition;
 
 /// One requested partition, resolved.
@@ -85,12 +86,18 @@ pub async fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest
             });
         }
     }
+    // A client with a fetch quota gets at most what the quota allows over its window.
+    let quota_bytes = broker
+        .quotas
+        .max_fetch_bytes(ctx.user(), &ctx.client_id)
+        .unwrap_or(usize::MAX);
     let max_bytes = if v >= 3 {
         req.max_bytes.max(0) as usize
     } else {
         usize::MAX
     }
-    .min(MAX_RESPONSE_BYTES);
+    .min(MAX_RESPONSE_BYTES)
+    .min(quota_bytes);
     let min_bytes = req.min_bytes.max(0) as usize;
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let read_committed = v >= 4 && req.isolation_level == 1;
@@ -115,6 +122,24 @@ pub async fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest
             || notified.is_empty()
             || *broker.shutdown.borrow()
         {
+            // Over its fetch quota, a client is answered empty and told to back off;
+            // the bytes it did not get are taken back off its rate, as in Kafka.
+            let now_ms = weir_log::now_ms();
+            let throttle =
+                broker
+                    .quotas
+                    .record(Kind::Fetch, ctx.user(), &ctx.client_id, total, now_ms);
+            if throttle > 0 {
+                broker
+                    .quotas
+                    .unrecord(Kind::Fetch, ctx.user(), &ctx.client_id, total, now_ms);
+                ctx.throttle(throttle);
+                resp.throttle_time_ms = throttle.min(i32::MAX as u32) as i32;
+                return FetchReply {
+                    response: resp,
+                    records: Vec::new(),
+                };
+            }
             resp.responses = req
                 .topics
                 .iter()

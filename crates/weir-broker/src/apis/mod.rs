@@ -19,6 +19,7 @@ mod metadata;
 mod misc;
 mod offsets;
 mod produce;
+mod quotas;
 pub mod sasl;
 
 /// (API, lowest, highest version) served. The ranges cover what current clients send
@@ -59,6 +60,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
+    (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
 ];
 
 pub fn is_supported(api: ApiKey, version: i16) -> bool {
@@ -168,6 +171,12 @@ pub async fn handle(
             ResponseKind::DescribeAcls(acls::describe_acls(broker, ctx, r))
         }
         RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete_acls(broker, ctx, r)),
+        RequestKind::DescribeClientQuotas(r) => {
+            ResponseKind::DescribeClientQuotas(quotas::describe_client_quotas(broker, ctx, r))
+        }
+        RequestKind::AlterClientQuotas(r) => {
+            ResponseKind::AlterClientQuotas(quotas::alter_client_quotas(broker, ctx, r))
+        }
         RequestKind::DescribeUserScramCredentials(r) => {
             ResponseKind::DescribeUserScramCredentials(sasl::describe_credentials(broker, ctx, r))
         }

@@ -14,6 +14,7 @@ use weir_log::AppendOrigin;
 use crate::acl::{Operation, ResourceType};
 use crate::broker::{ApiError, Broker, LEADER_EPOCH};
 use crate::connection::RequestContext;
+use crate::quota::Kind;
 use crate::topics::Partition;
 
 /// Appends one partition's records; the error says what to send back. `blocking`: the
@@ -176,6 +177,19 @@ pub async fn produce(
             tr.partition_responses.push(pr);
         }
         resp.responses.push(tr);
+    }
+    // The request's bytes count against the client's produce quota, as in Kafka; over
+    // it, the answer says how long to back off and the connection rests that long.
+    let throttle = broker.quotas.record(
+        Kind::Produce,
+        ctx.user(),
+        &ctx.client_id,
+        ctx.size,
+        weir_log::now_ms(),
+    );
+    if throttle > 0 {
+        ctx.throttle(throttle);
+        resp.throttle_time_ms = throttle.min(i32::MAX as u32) as i32;
     }
     (acks != 0).then_some(resp)
 }

@@ -1,0 +1,449 @@
+//! Client quotas with Kafka's model: byte rates for produce and fetch, set per user, per
+//! client id, or per (user, client id), each with a `<default>` form, and enforced by
+//! throttling, so one client cannot starve the rest.
+//!
+//! - **Which quota applies**: the most specific one set, in Kafka's order — (user,
+//!   client id), (user, default client), (user), (default user, client id), (default
+//!   user, default client), (default user), (client id), (default client). Each kind
+//!   (`producer_byte_rate`, `consumer_byte_rate`) is resolved on its own.
+//! - **Who shares it**: a quota set for a user alone is shared by all that user's client
+//!   ids; one for a client id alone by every user of that id; any other is per (user,
+//!   client id). That is Kafka's choice of metric tags.
+//! - **Measuring**: bytes over 11 one-second samples (`quota.window.num`,
+//!   `quota.window.size.seconds`), the rate taken over at least 10 seconds, as Kafka's
+//!   `Rate` does.
+//! - **Throttling**: above its quota, a client is told `throttle_time_ms`, the time that
+//!   brings its rate back to the quota ((rate − quota) / quota × window), and its
+//!   connection is not read for that long (KIP-219). A throttled fetch is answered empty.
+//!
+//! The quotas are kept in `weir-quotas.json` in the first data directory, written
+//! atomically on each change (Kafka keeps them in its metadata log). This is hand-written
+//! because it is Kafka's own accounting, which no crate implements.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, RwLock};
+
+use serde::{Deserialize, Serialize};
+
+pub const QUOTAS_FILE: &str = "weir-quotas.json";
+
+/// The quota keys Weir enforces.
+pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
+pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
+/// Kafka's other client quota keys, refused with why.
+pub const NOT_ENFORCED: &[(&str, &str)] = &[
+    (
+        "request_percentage",
+        "request-time quotas are not enforced by Weir",
+    ),
+    (
+        "controller_mutation_rate",
+        "controller mutation quotas are not enforced by Weir",
+    ),
+    (
+        "connection_creation_rate",
+        "connection-rate quotas are not enforced by Weir",
+    ),
+];
+
+/// Checks a quota value as AlterClientQuotas takes it: a key Weir enforces, and a whole,
+/// positive number of bytes per second.
+pub fn check_value(key: &str, value: f64) -> Result<(), String> {
+    if let Some((_, why)) = NOT_ENFORCED.iter().find(|(k, _)| *k == key) {
+        return Err(format!("{key}: {why}"));
+    }
+    if key != PRODUCER_BYTE_RATE && key != CONSUMER_BYTE_RATE {
+        return Err(format!(
+            "unknown quota '{key}' ({PRODUCER_BYTE_RATE} and {CONSUMER_BYTE_RATE} are enforced)"
+        ));
+    }
+    if !(value >= 1.0 && value.fract() == 0.0 && value <= i64::MAX as f64) {
+        return Err(format!(
+            "{key}={value}: a byte rate is a whole number of bytes per second, at least 1"
+        ));
+    }
+    Ok(())
+}
+
+/// The two kinds of byte rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Produce,
+    Fetch,
+}
+
+impl Kind {
+    pub fn key(self) -> &'static str {
+        match self {
+            Kind::Produce => PRODUCER_BYTE_RATE,
+            Kind::Fetch => CONSUMER_BYTE_RATE,
+        }
+    }
+}
+
+/// One side of a quota entity: a name, or `<default>` (every name without its own).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Name {
+    Named(String),
+    Default,
+}
+
+/// What a quota is set for: a user, a client id, or both.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Entity {
+    pub user: Option<Name>,
+    pub client_id: Option<Name>,
+}
+
+impl Entity {
+    fn of(user: Option<&Name>, client_id: Option<&Name>) -> Entity {
+        Entity {
+            user: user.cloned(),
+            client_id: client_id.cloned(),
+        }
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct QuotasFile {
+    version: u32,
+    quotas: Vec<(Entity, BTreeMap<String, f64>)>,
+}
+
+/// How rates are measured: `quota.window.num` samples of `quota.window.size.seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Windows {
+    pub samples: i64,
+    pub window_ms: i64,
+}
+
+impl Default for Windows {
+    /// Kafka's: 11 samples of 1 second (10 whole windows and the current one).
+    fn default() -> Self {
+        Windows {
+            samples: 11,
+            window_ms: 1000,
+        }
+    }
+}
+
+/// Kafka's windowed `Rate`: a sum per sample window, over the last `samples` windows.
+#[derive(Debug, Default)]
+struct Rate {
+    /// (window start ms, sum), oldest first.
+    samples: std::collections::VecDeque<(i64, f64)>,
+}
+
+impl Rate {
+    fn record(&mut self, w: Windows, value: f64, now: i64) {
+        while self
+            .samples
+            .front()
+            .is_some_and(|(start, _)| now - start >= w.samples * w.window_ms)
+        {
+            self.samples.pop_front();
+        }
+        match self.samples.back_mut() {
+            Some((start, sum)) if now - *start < w.window_ms => *sum += value,
+            _ => self.samples.push_back((now, value)),
+        }
+    }
+
+    /// The span the rate is taken over: since the oldest sample, and at least the
+    /// `samples - 1` full windows Kafka assumes, so a new client's first burst is
+    /// averaged over 10 seconds, not over the milliseconds it took.
+    fn window(&self, w: Windows, now: i64) -> i64 {
+        let oldest = self.samples.front().map_or(now, |(s, _)| *s);
+        let mut elapsed = now - oldest;
+        let full = elapsed / w.window_ms;
+        if full < w.samples - 1 {
+            elapsed += (w.samples - 1 - full) * w.window_ms;
+        }
+        elapsed
+    }
+
+    /// Bytes per second.
+    fn value(&self, w: Windows, now: i64) -> f64 {
+        let total: f64 = self.samples.iter().map(|(_, s)| s).sum();
+        total / (self.window(w, now) as f64 / 1000.0)
+    }
+}
+
+/// The quotas, and each client's measured rates.
+#[derive(Debug)]
+pub struct Quotas {
+    path: PathBuf,
+    windows: Windows,
+    configs: RwLock<BTreeMap<Entity, BTreeMap<String, f64>>>,
+    /// By (kind, user tag, client-id tag).
+    rates: Mutex<HashMap<(Kind, String, String), Rate>>,
+}
+
+impl Quotas {
+    pub fn load(dir: &Path, windows: Windows) -> Result<Quotas, String> {
+        let path = dir.join(QUOTAS_FILE);
+        let configs = match std::fs::read(&path) {
+            Ok(bytes) => {
+                let f: QuotasFile = serde_json::from_slice(&bytes)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                if f.version != 1 {
+                    return Err(format!(
+                        "{}: unsupported version {}",
+                        path.display(),
+                        f.version
+                    ));
+                }
+                for (entity, values) in &f.quotas {
+                    for (key, v) in values {
+                        check_value(key, *v)
+                            .map_err(|e| format!("{}: {entity:?}: {e}", path.display()))?;
+                    }
+                }
+                f.quotas.into_iter().collect()
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        Ok(Quotas {
+            path,
+            windows,
+            configs: RwLock::new(configs),
+            rates: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The quota that applies to `user` (the principal's name) with `client_id`, and the
+    /// (user, client-id) tags of the rate it is measured by.
+    fn resolve(&self, kind: Kind, user: &str, client_id: &str) -> Option<(f64, String, String)> {
+        let configs = self.configs.read().unwrap_or_else(|e| e.into_inner());
+        if configs.is_empty() {
+            return None;
+        }
+        let u = Name::Named(user.to_string());
+        let c = Name::Named(client_id.to_string());
+        let d = Name::Default;
+        let both = || (user.to_string(), client_id.to_string());
+        let user_only = || (user.to_string(), String::new());
+        let client_only = || (String::new(), client_id.to_string());
+        let order: [(Option<&Name>, Option<&Name>, u8); 8] = [
+            (Some(&u), Some(&c), 0),
+            (Some(&u), Some(&d), 0),
+            (Some(&u), None, 1),
+            (Some(&d), Some(&c), 0),
+            (Some(&d), Some(&d), 0),
+            (Some(&d), None, 1),
+            (None, Some(&c), 2),
+            (None, Some(&d), 2),
+        ];
+        order.iter().find_map(|(user_side, client_side, tags)| {
+            let limit = configs
+                .get(&Entity::of(*user_side, *client_side))?
+                .get(kind.key())?;
+            let (ut, ct) = match tags {
+                0 => both(),
+                1 => user_only(),
+                _ => client_only(),
+            };
+            Some((*limit, ut, ct))
+        })
+    }
+
+    /// Records `bytes` for this client and returns how long to throttle it, in ms (0
+    /// while it is within its quota, or has none).
+    pub fn record(&self, kind: Kind, user: &str, client_id: &str, bytes: usize, now: i64) -> u32 {
+        let Some((limit, ut, ct)) = self.resolve(kind, user, client_id) else {
+            return 0;
+        };
+        let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
+        let rate = rates.entry((kind, ut, ct)).or_default();
+        let w = self.windows;
+        rate.record(w, bytes as f64, now);
+        let observed = rate.value(w, now);
+        if observed <= limit {
+            return 0;
+        }
+        let throttle = (observed - limit) / limit * rate.window(w, now) as f64;
+        throttle.round().clamp(0.0, i32::MAX as f64) as u32
+    }
+
+    /// Takes back bytes recorded for a fetch that is answered empty because it was
+    /// throttled, as Kafka does.
+    pub fn unrecord(&self, kind: Kind, user: &str, client_id: &str, bytes: usize, now: i64) {
+        let Some((_, ut, ct)) = self.resolve(kind, user, client_id) else {
+            return;
+        };
+        let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rate) = rates.get_mut(&(kind, ut, ct)) {
+            rate.record(self.windows, -(bytes as f64), now);
+        }
+    }
+
+    /// The most a fetch may return to this client: what its quota allows over the
+    /// whole window, so a single response never needs more than one window's throttle.
+    pub fn max_fetch_bytes(&self, user: &str, client_id: &str) -> Option<usize> {
+        let (limit, _, _) = self.resolve(Kind::Fetch, user, client_id)?;
+        let span = (self.windows.samples - 1) * self.windows.window_ms;
+        Some((limit * span as f64 / 1000.0).max(1.0) as usize)
+    }
+
+    /// Every entity with its quotas.
+    pub fn all(&self) -> Vec<(Entity, BTreeMap<String, f64>)> {
+        let configs = self.configs.read().unwrap_or_else(|e| e.into_inner());
+        configs
+            .iter()
+            .map(|(e, v)| (e.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Sets (`Some`) or removes (`None`) quota values, and saves the file: all of it or,
+    /// if the save fails, none of it.
+    pub fn change(&self, changes: &[(Entity, String, Option<f64>)]) -> Result<(), String> {
+        let mut configs = self.configs.write().unwrap_or_else(|e| e.into_inner());
+        let mut next = configs.clone();
+        for (entity, key, value) in changes {
+            match value {
+                Some(v) => {
+                    next.entry(entity.clone())
+                        .or_default()
+                        .insert(key.clone(), *v);
+                }
+                None => {
+                    if let Some(m) = next.get_mut(entity) {
+                        m.remove(key);
+                        if m.is_empty() {
+                            next.remove(entity);
+                        }
+                    }
+                }
+            }
+        }
+        if next == *configs {
+            return Ok(());
+        }
+        let file = QuotasFile {
+            version: 1,
+            quotas: next.iter().map(|(e, v)| (e.clone(), v.clone())).collect(),
+        };
+        let bytes = serde_json::to_vec_pretty(&file).map_err(|e| e.to_string())?;
+        weir_log::checkpoint::write_atomically(&self.path, &bytes)
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        *configs = next;
+        // Rates measured under the old quotas may now be keyed differently; start over.
+        self.rates.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(s: &str) -> Option<Name> {
+        Some(Name::Named(s.into()))
+    }
+
+    fn quotas(set: &[(Option<Name>, Option<Name>, &str, f64)]) -> (tempfile::TempDir, Quotas) {
+        let dir = tempfile::tempdir().unwrap();
+        let q = Quotas::load(dir.path(), Windows::default()).unwrap();
+        let changes: Vec<_> = set
+            .iter()
+            .map(|(u, c, k, v)| {
+                (
+                    Entity {
+                        user: u.clone(),
+                        client_id: c.clone(),
+                    },
+                    k.to_string(),
+                    Some(*v),
+                )
+            })
+            .collect();
+        q.change(&changes).unwrap();
+        (dir, q)
+    }
+
+    #[test]
+    fn the_most_specific_quota_wins_in_kafka_s_order() {
+        let (_d, q) = quotas(&[
+            (None, Some(Name::Default), PRODUCER_BYTE_RATE, 8.0),
+            (None, named("app"), PRODUCER_BYTE_RATE, 7.0),
+            (Some(Name::Default), None, PRODUCER_BYTE_RATE, 6.0),
+            (
+                Some(Name::Default),
+                Some(Name::Default),
+                PRODUCER_BYTE_RATE,
+                5.0,
+            ),
+            (Some(Name::Default), named("app"), PRODUCER_BYTE_RATE, 4.0),
+            (named("alice"), None, PRODUCER_BYTE_RATE, 3.0),
+            (named("alice"), Some(Name::Default), PRODUCER_BYTE_RATE, 2.0),
+            (named("alice"), named("app"), PRODUCER_BYTE_RATE, 1.0),
+        ]);
+        let limit = |u: &str, c: &str| q.resolve(Kind::Produce, u, c).map(|r| r.0);
+        assert_eq!(limit("alice", "app"), Some(1.0));
+        assert_eq!(limit("alice", "other"), Some(2.0));
+        assert_eq!(limit("bob", "app"), Some(4.0));
+        assert_eq!(limit("bob", "other"), Some(5.0));
+        assert_eq!(q.resolve(Kind::Fetch, "alice", "app"), None, "kinds apart");
+        let (_d, q) = quotas(&[
+            (None, Some(Name::Default), CONSUMER_BYTE_RATE, 8.0),
+            (None, named("app"), CONSUMER_BYTE_RATE, 7.0),
+            (named("alice"), None, CONSUMER_BYTE_RATE, 3.0),
+        ]);
+        let r = |u: &str, c: &str| q.resolve(Kind::Fetch, u, c).unwrap();
+        assert_eq!(
+            r("alice", "x"),
+            (3.0, "alice".into(), String::new()),
+            "per user"
+        );
+        assert_eq!(
+            r("bob", "app"),
+            (7.0, String::new(), "app".into()),
+            "per client id"
+        );
+        assert_eq!(r("bob", "x"), (8.0, String::new(), "x".into()));
+    }
+
+    #[test]
+    fn a_client_over_its_quota_is_throttled_for_the_time_that_brings_it_back() {
+        let (_d, q) = quotas(&[(None, named("app"), PRODUCER_BYTE_RATE, 1000.0)]);
+        // 5,000 bytes at t=0: over a 10 s window that is 500 B/s, within the quota.
+        assert_eq!(q.record(Kind::Produce, "u", "app", 5_000, 0), 0);
+        // 15,000 in all: 1,500 B/s over 10 s; (1500 - 1000) / 1000 × 10 s = 5 s.
+        assert_eq!(q.record(Kind::Produce, "u", "app", 10_000, 0), 5_000);
+        // Others are not affected.
+        assert_eq!(q.record(Kind::Produce, "u", "other", 1 << 30, 0), 0);
+        // After 20 s the old samples have left the window.
+        assert_eq!(q.record(Kind::Produce, "u", "app", 100, 20_000), 0);
+    }
+
+    #[test]
+    fn the_rate_covers_the_samples_kafka_keeps() {
+        let w = Windows::default();
+        let mut r = Rate::default();
+        r.record(w, 1000.0, 0);
+        assert_eq!(r.window(w, 0), 10_000);
+        assert_eq!(r.value(w, 0), 100.0);
+        r.record(w, 1000.0, 10_500);
+        assert_eq!(r.window(w, 10_500), 10_500);
+        r.record(w, 0.0, 11_000);
+        assert_eq!(r.samples.len(), 1, "the sample from t=0 expired");
+    }
+
+    #[test]
+    fn quotas_are_saved_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = Quotas::load(dir.path(), Windows::default()).unwrap();
+        let e = Entity {
+            user: named("alice"),
+            client_id: None,
+        };
+        q.change(&[(e.clone(), PRODUCER_BYTE_RATE.into(), Some(1024.0))])
+            .unwrap();
+        let reload = || Quotas::load(dir.path(), Windows::default()).unwrap();
+        assert_eq!(reload().all().len(), 1);
+        q.change(&[(e, PRODUCER_BYTE_RATE.into(), None)]).unwrap();
+        assert!(reload().all().is_empty());
+    }
+}
