@@ -136,6 +136,9 @@ pub struct BrokerConfig {
     pub advertised_listeners: Vec<Listener>,
     /// The TLS setup of each `SSL` listener, by name.
     pub tls: BTreeMap<String, Arc<rustls::ServerConfig>>,
+    /// How each `SSL` listener names client-certificate principals
+    /// (`ssl.principal.mapping.rules`), by name.
+    pub ssl_principals: BTreeMap<String, Arc<crate::principal::PrincipalMapper>>,
     /// The SASL setup of each `SASL_PLAINTEXT` or `SASL_SSL` listener, by name.
     pub sasl: BTreeMap<String, SaslListener>,
     /// `authorizer.class.name` set: ACLs are checked on every request.
@@ -482,12 +485,17 @@ impl BrokerConfig {
         )?;
         let protocol_map = parse_protocol_map(props.get("listener.security.protocol.map"))?;
         let mut tls = BTreeMap::new();
+        let mut ssl_principals = BTreeMap::new();
         let mut sasl = BTreeMap::new();
         for l in &listeners {
             match protocol_map.get(&l.name).map(String::as_str) {
                 Some("PLAINTEXT") => {}
                 Some("SSL") => {
                     tls.insert(l.name.clone(), crate::tls::server_config(&l.name, &props)?);
+                    ssl_principals.insert(
+                        l.name.clone(),
+                        Arc::new(crate::tls::principal_mapper(&l.name, &props)?),
+                    );
                 }
                 Some("SASL_PLAINTEXT") => {
                     sasl.insert(l.name.clone(), SaslListener::from_properties(&l.name, &props)?);
@@ -623,6 +631,7 @@ impl BrokerConfig {
             listeners,
             advertised_listeners,
             tls,
+            ssl_principals,
             sasl,
             authorizer: AuthorizerConfig::from_properties(&props)?,
             quota_windows,

@@ -283,6 +283,22 @@ impl FrameReader {
 
 /// Serves one connection until the client goes away, errs, idles out, or the broker stops.
 pub async fn serve(broker: Arc<Broker>, stream: Stream, peer: SocketAddr, listener: Arc<str>) {
+    let mut session = crate::sasl::Session::new(broker.config.sasl.get(&*listener).cloned(), peer);
+    // On an SSL listener a client certificate names the principal, as in Kafka; one the
+    // mapping rules cannot name is refused, like a failed authentication.
+    if let (Stream::Tls(s), Some(mapper)) = (&stream, broker.config.ssl_principals.get(&*listener))
+    {
+        if let Some(cert) = s.get_ref().1.peer_certificates().and_then(|c| c.first()) {
+            let named = crate::principal::subject_dn(cert).and_then(|dn| mapper.name(&dn));
+            match named {
+                Ok(name) => session.principal = Arc::from(format!("User:{name}")),
+                Err(e) => {
+                    tracing::info!(%peer, "closing a TLS connection: {e}");
+                    return;
+                }
+            }
+        }
+    }
     let (rd, mut wr) = match stream {
         Stream::Plain(s) => {
             let _ = s.set_nodelay(true);
@@ -318,7 +334,6 @@ pub async fn serve(broker: Arc<Broker>, stream: Stream, peer: SocketAddr, listen
         idle: Duration::from_millis(broker.config.connections_max_idle_ms.max(1)),
         max: broker.config.socket_request_max_bytes,
     };
-    let mut session = crate::sasl::Session::new(broker.config.sasl.get(&*listener).cloned(), peer);
     let mut shutdown = broker.shutdown.subscribe();
     loop {
         let next = tokio::select! {

@@ -11,7 +11,7 @@
 //! - [`broker`]: the shared state (log manager, topics, groups, producer ids).
 //! - [`group`]: Kafka's classic consumer-group protocol, offsets in `__consumer_offsets`.
 //! - [`config`]: Kafka's broker settings, checked at start-up.
-//! - [`sasl`], [`tls`]: who a client is; [`acl`]: what it may do; [`quota`]: how fast.
+//! - [`sasl`], [`tls`], [`principal`]: who a client is; [`acl`]: what it may do; [`quota`]: how fast.
 //!
 //! Wire messages are the `kafka-protocol` crate's; records and storage are weir-record's
 //! and weir-log's.
@@ -24,6 +24,7 @@ pub mod connection;
 pub mod group;
 pub mod metrics;
 pub mod outgoing;
+pub mod principal;
 pub mod quota;
 pub mod sasl;
 pub mod server;

@@ -33,6 +33,7 @@ pub const HONOURED: &[&str] = &[
     "ssl.truststore.certificates",
     "ssl.client.auth",
     "ssl.enabled.protocols",
+    "ssl.principal.mapping.rules",
 ];
 
 /// Kafka `ssl.*` settings accepted and left alone, and why.
@@ -52,10 +53,6 @@ pub const IGNORED: &[(&str, &str)] = &[
     ("ssl.trustmanager.algorithm", "a JVM setting"),
     ("ssl.secure.random.implementation", "a JVM setting"),
     ("ssl.engine.factory.class", "a JVM setting"),
-    (
-        "ssl.principal.mapping.rules",
-        "client certificates do not name principals yet (User:ANONYMOUS)",
-    ),
     ("ssl.allow.dn.changes", "no reconfiguration of keystores"),
     ("ssl.allow.san.changes", "no reconfiguration of keystores"),
 ];
@@ -66,19 +63,36 @@ pub fn is_sensitive(key: &str) -> bool {
     key.ends_with("ssl.keystore.key") || key.contains("password") || key.ends_with("jaas.config")
 }
 
+/// A listener's setting: `listener.name.<name>.<key>` (name in lower case), else `<key>`.
+fn setting(name: &str, props: &BTreeMap<String, String>, key: &str) -> Option<String> {
+    props
+        .get(&format!(
+            "listener.name.{}.{key}",
+            name.to_ascii_lowercase()
+        ))
+        .or_else(|| props.get(key))
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// How an `SSL` listener names the principal of a client certificate.
+pub fn principal_mapper(
+    name: &str,
+    props: &BTreeMap<String, String>,
+) -> Result<crate::principal::PrincipalMapper, String> {
+    match setting(name, props, "ssl.principal.mapping.rules") {
+        None => Ok(Default::default()),
+        Some(rules) => crate::principal::PrincipalMapper::parse(&rules)
+            .map_err(|e| format!("listener {name} (SSL): {e}")),
+    }
+}
+
 /// The TLS configuration of listener `name`, from the broker's properties.
 pub fn server_config(
     name: &str,
     props: &BTreeMap<String, String>,
 ) -> Result<Arc<ServerConfig>, String> {
-    let prefix = format!("listener.name.{}.", name.to_ascii_lowercase());
-    let get = |key: &str| {
-        props
-            .get(&format!("{prefix}{key}"))
-            .or_else(|| props.get(key))
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-    };
+    let get = |key: &str| setting(name, props, key);
     let err = |msg: String| format!("listener {name} (SSL): {msg}");
 
     for (key, what) in [

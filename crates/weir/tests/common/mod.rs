@@ -159,6 +159,53 @@ fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
+/// A P-256 key `<who>.key` and certificate `<who>.crt` with subject `subj` (openssl's
+/// `/C=US/O=Weir/CN=alice` form), signed by the CA `make_certs` made in `dir`.
+pub fn sign(dir: &Path, who: &str, subj: &str, ext: &str) {
+    let (key, csr, crt) = (
+        format!("{who}.key"),
+        format!("{who}.csr"),
+        format!("{who}.crt"),
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+            "-subj",
+            subj,
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &crt,
+            "-days",
+            "2",
+            "-extfile",
+            ext,
+        ],
+    );
+}
+
 /// A CA, a server certificate for localhost/127.0.0.1 and a client certificate, all
 /// P-256; the server's keystore holds its key and chain in one PEM file.
 pub fn make_certs(dir: &Path) {
@@ -188,39 +235,8 @@ pub fn make_certs(dir: &Path) {
     )
     .unwrap();
     std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
-    for who in ["server", "client"] {
-        let mut req = vec!["req"];
-        req.extend(ec);
-        let (key, csr, crt, ext) = (
-            format!("{who}.key"),
-            format!("{who}.csr"),
-            format!("{who}.crt"),
-            format!("{who}.ext"),
-        );
-        let subj = format!("/CN={who}");
-        req.extend(["-keyout", &key, "-out", &csr, "-subj", &subj]);
-        openssl(dir, &req);
-        openssl(
-            dir,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-out",
-                &crt,
-                "-days",
-                "2",
-                "-extfile",
-                &ext,
-            ],
-        );
-    }
+    sign(dir, "server", "/CN=server", "server.ext");
+    sign(dir, "client", "/CN=client", "client.ext");
     let keystore = [
         std::fs::read(dir.join("server.key")).unwrap(),
         std::fs::read(dir.join("server.crt")).unwrap(),
