@@ -88,7 +88,7 @@ impl AdminConfig {
         let mut p = Props::new(pairs);
         let cluster = p.cluster("weir-admin")?;
         let api_timeout = Duration::from_millis(p.int("default.api.timeout.ms", 60_000u64, 1)?);
-        p.finish(&["retries", "security.protocol"])?;
+        p.finish(&["retries"])?;
         Ok(AdminConfig {
             cluster,
             api_timeout,

@@ -51,6 +51,8 @@ pub struct ClusterConfig {
     pub request_timeout: Duration,
     pub connect_timeout: Duration,
     pub retry_backoff: Duration,
+    /// TLS and SASL (`security.protocol` and its settings).
+    pub security: crate::security::Security,
 }
 
 /// The cluster: metadata and connections.
@@ -109,6 +111,7 @@ impl Cluster {
             &self.config.client_id,
             self.config.connect_timeout,
             self.config.request_timeout,
+            &self.config.security,
         )
         .await?;
         conns.insert(addr.to_string(), c.clone());

@@ -110,6 +110,7 @@ impl Props {
                 1,
             )?),
             retry_backoff: Duration::from_millis(self.int("retry.backoff.ms", 100u64, 0)?),
+            security: self.security()?,
         })
     }
 }

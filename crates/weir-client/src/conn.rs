@@ -11,14 +11,18 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+    SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 use crate::error::{ClientError, Result};
+use crate::security::{Exchange, Sasl, Security};
+
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// Largest response frame accepted (Kafka's consumer default `fetch.max.bytes` is 50 MiB;
 /// a frame beyond this bound is treated as a broken peer).
@@ -31,7 +35,7 @@ pub struct BrokerConnection {
     addr: String,
     client_id: Option<StrBytes>,
     versions: HashMap<i16, (i16, i16)>,
-    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    writer: tokio::sync::Mutex<Writer>,
     pending: Arc<Mutex<VecDeque<Waiter>>>,
     next_correlation: AtomicI32,
     broken: Arc<AtomicBool>,
@@ -46,22 +50,43 @@ fn conn_error(addr: &str, reason: impl std::fmt::Display) -> ClientError {
 }
 
 impl BrokerConnection {
-    /// Connects and learns which API versions the broker serves.
+    /// Connects (with TLS and SASL as `security` says) and learns which API versions the
+    /// broker serves.
     pub async fn connect(
         addr: &str,
         client_id: &str,
         connect_timeout: Duration,
         request_timeout: Duration,
+        security: &Security,
     ) -> Result<Arc<Self>> {
+        let timed_out = || ClientError::Timeout {
+            what: format!("connecting to {addr}"),
+            ms: connect_timeout.as_millis() as u64,
+        };
         let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(addr))
             .await
-            .map_err(|_| ClientError::Timeout {
-                what: format!("connecting to {addr}"),
-                ms: connect_timeout.as_millis() as u64,
-            })?
+            .map_err(|_| timed_out())?
             .map_err(|e| conn_error(addr, e))?;
         let _ = stream.set_nodelay(true);
-        let (mut rd, wr) = stream.into_split();
+        let (mut rd, wr): (Reader, Writer) = match &security.tls {
+            None => {
+                let (rd, wr) = stream.into_split();
+                (Box::new(rd), Box::new(wr))
+            }
+            Some(tls) => {
+                let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                    .map_err(|e| conn_error(addr, format!("'{host}' as a TLS name: {e}")))?;
+                let connector = tokio_rustls::TlsConnector::from(tls.clone());
+                let stream = tokio::time::timeout(connect_timeout, connector.connect(name, stream))
+                    .await
+                    .map_err(|_| timed_out())?
+                    .map_err(|e| conn_error(addr, format!("TLS handshake: {e}")))?;
+                let (rd, wr) = tokio::io::split(stream);
+                (Box::new(rd), Box::new(wr))
+            }
+        };
         let pending: Arc<Mutex<VecDeque<Waiter>>> = Arc::new(Mutex::new(VecDeque::new()));
         let broken = Arc::new(AtomicBool::new(false));
         {
@@ -130,7 +155,48 @@ impl BrokerConnection {
             .iter()
             .map(|k| (k.api_key, (k.min_version, k.max_version)))
             .collect();
+        if let Some(sasl) = &security.sasl {
+            conn.authenticate(sasl).await?;
+        }
         Ok(Arc::new(conn))
+    }
+
+    /// SaslHandshake v1, then SaslAuthenticate until the exchange is done.
+    async fn authenticate(&self, sasl: &Sasl) -> Result<()> {
+        let v = self.version_for(ApiKey::SaslHandshake, (1, 1))?;
+        let mut hs = SaslHandshakeRequest::default();
+        hs.mechanism = StrBytes::from_static_str(sasl.mechanism.name());
+        let resp = self.request(&hs, v).await?;
+        if resp.error_code != 0 {
+            let offered: Vec<&str> = resp.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(ClientError::kafka(
+                resp.error_code,
+                Some(format!(
+                    "{} does not offer {} (it offers {})",
+                    self.addr,
+                    sasl.mechanism.name(),
+                    offered.join(", ")
+                )),
+            ));
+        }
+        let v = self.version_for(ApiKey::SaslAuthenticate, (0, 2))?;
+        let (mut exchange, mut token) = Exchange::start(sasl);
+        loop {
+            let mut req = SaslAuthenticateRequest::default();
+            req.auth_bytes = Bytes::from(token);
+            let resp = self.request(&req, v).await?;
+            if resp.error_code != 0 {
+                return Err(ClientError::kafka(
+                    resp.error_code,
+                    resp.error_message.map(|m| m.to_string()),
+                ));
+            }
+            match exchange.step(sasl, &resp.auth_bytes) {
+                Ok(Some(next)) => token = next,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(ClientError::kafka(58, Some(e))),
+            }
+        }
     }
 
     pub fn addr(&self) -> &str {

@@ -17,6 +17,7 @@ pub mod consumer;
 pub mod error;
 pub mod partitioner;
 pub mod producer;
+pub mod security;
 
 pub use config::{Acks, ProducerConfig};
 pub use consumer::{

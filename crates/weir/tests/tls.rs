@@ -321,6 +321,33 @@ fn client_certificates_name_principals_that_acls_allow_and_deny() {
         "bob (User:CN=bob,O=Weir) reads: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Weir's own client with alice's certificate (a PEM keystore, as Java clients take
+    // it) reads as User:alice.
+    let keystore = dir.join("alice-keystore.pem");
+    let pem = [
+        std::fs::read(dir.join("alice.key")).unwrap(),
+        std::fs::read(dir.join("alice.crt")).unwrap(),
+    ]
+    .concat();
+    std::fs::write(&keystore, pem).unwrap();
+    let out = weir(&[
+        "consume",
+        "--bootstrap",
+        &mtls,
+        "--topic",
+        "ledger",
+        "--from-beginning",
+        "--max-messages",
+        "2",
+        "--property",
+        "security.protocol=SSL",
+        "--property",
+        &format!("ssl.truststore.location={}", c("ca.pem")),
+        "--property",
+        &format!("ssl.keystore.location={}", keystore.display()),
+    ]);
+    assert_eq!(out.lines().count(), 2, "{out}");
+
     // carol's rule-mapped principal (User:carol) has no ACL: she sees no topic.
     let out = as_client("carol", &["-L", "-J"], b"");
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -253,14 +253,6 @@ impl ConsumerConfig {
                 "only the classic group protocol is supported",
             ));
         }
-        let security = p.string("security.protocol", "PLAINTEXT");
-        if !security.trim().eq_ignore_ascii_case("PLAINTEXT") {
-            return Err(bad(
-                "security.protocol",
-                &security,
-                "only PLAINTEXT is supported",
-            ));
-        }
         let rack = p.string("client.rack", "");
         let ms = |v: u64| Duration::from_millis(v);
         let cfg = ConsumerConfig {

@@ -154,7 +154,15 @@ impl CoordinatorLink {
         } else {
             self.request_timeout
         };
-        match BrokerConnection::connect(&addr, &self.client_id, self.connect_timeout, timeout).await
+        let security = &self.cluster.config().security;
+        match BrokerConnection::connect(
+            &addr,
+            &self.client_id,
+            self.connect_timeout,
+            timeout,
+            security,
+        )
+        .await
         {
             Ok(c) => {
                 if join {
