@@ -44,6 +44,9 @@ impl Listener {
 pub struct SaslListener {
     pub mechanisms: Vec<String>,
     pub plain_users: BTreeMap<String, String>,
+    /// `connections.max.reauth.ms`: how long an authentication lasts (KIP-368); 0, for
+    /// ever.
+    pub reauth_ms: u64,
 }
 
 impl SaslListener {
@@ -75,7 +78,14 @@ impl SaslListener {
             return Err(format!("listener {name}: sasl.enabled.mechanisms is empty"));
         }
         let jaas = get("plain.sasl.jaas.config").or_else(|| get("sasl.jaas.config"));
+        let reauth_ms = match get("connections.max.reauth.ms") {
+            None => 0,
+            Some(v) => v.trim().parse::<i64>().map_err(|_| {
+                format!("connections.max.reauth.ms={v}: not a number of milliseconds")
+            })?,
+        };
         Ok(SaslListener {
+            reauth_ms: reauth_ms.max(0) as u64,
             mechanisms,
             plain_users: jaas
                 .map(|j| crate::sasl::jaas_plain_users(j))
@@ -281,6 +291,7 @@ const USED: &[&str] = &[
     "authorizer.class.name",
     "super.users",
     "allow.everyone.if.no.acl.found",
+    "connections.max.reauth.ms",
     "quota.window.num",
     "quota.window.size.seconds",
 ];

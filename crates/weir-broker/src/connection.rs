@@ -515,6 +515,18 @@ async fn handle_frame(
             request,
         } => (api_key, version, correlation_id, header, request),
     };
+    if session.expired(std::time::Instant::now())
+        && !matches!(
+            api_key,
+            ApiKey::SaslHandshake | ApiKey::SaslAuthenticate | ApiKey::ApiVersions
+        )
+    {
+        return Err(format!(
+            "{}'s SASL session expired (connections.max.reauth.ms) without a \
+             re-authentication",
+            session.principal
+        ));
+    }
     if !session.allows(api_key) {
         return Err(format!(
             "a {api_key:?} request before SASL authentication (only ApiVersions, SaslHandshake \

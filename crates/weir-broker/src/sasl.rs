@@ -462,6 +462,11 @@ pub struct Session {
     pub principal: Arc<str>,
     /// The client's address, as ACLs name hosts: with the principal, who is asking.
     pub host: Arc<str>,
+    /// When the authentication runs out (`connections.max.reauth.ms`): after it, the
+    /// client must authenticate again before anything else is served (KIP-368).
+    expires: Option<std::time::Instant>,
+    /// A re-authentication is under way: it must name the same principal.
+    reauthenticating: bool,
 }
 
 enum SessionState {
@@ -497,7 +502,23 @@ impl Session {
             principal: Arc::from("User:ANONYMOUS"),
             // An IPv4 client of a dual-stack listener is named by its IPv4 address.
             host: Arc::from(peer.ip().to_canonical().to_string()),
+            expires: None,
+            reauthenticating: false,
         }
+    }
+
+    /// Whether the authentication has run out (a re-authentication is due, and not
+    /// under way).
+    pub fn expired(&self, now: std::time::Instant) -> bool {
+        matches!(self.state, SessionState::Done) && self.expires.is_some_and(|e| now >= e)
+    }
+
+    /// How long the authentication lasts, for SaslAuthenticate's `session_lifetime_ms`
+    /// (0: for ever).
+    pub fn lifetime_ms(&self) -> i64 {
+        self.listener
+            .as_ref()
+            .map_or(0, |l| l.reauth_ms.min(i64::MAX as u64) as i64)
     }
 
     /// Whether a request of `api` may be served now.
@@ -535,7 +556,10 @@ impl Session {
                 false,
             );
         };
-        if !matches!(self.state, SessionState::Start) {
+        // A handshake after authenticating starts a re-authentication (KIP-368), which
+        // only SaslAuthenticate requests (v1 and later) can carry.
+        let reauth = matches!(self.state, SessionState::Done) && version >= 1;
+        if !matches!(self.state, SessionState::Start) && !reauth {
             let close = !matches!(self.state, SessionState::Done);
             return Session::answer(ILLEGAL_SASL_STATE, "SaslHandshake was already done", close);
         }
@@ -550,6 +574,7 @@ impl Session {
             return a;
         }
         let exchange = Exchange::start(mechanism).expect("enabled mechanisms are known");
+        self.reauthenticating = reauth;
         self.state = SessionState::Exchanging(Box::new(exchange));
         self.bare_tokens = version == 0;
         Answer {
@@ -587,8 +612,29 @@ impl Session {
                 close: false,
             },
             Ok(Step::Done { user, last }) => {
-                self.principal = Arc::from(format!("User:{user}"));
+                let principal = format!("User:{user}");
+                // A re-authentication must be of the same principal, as in Kafka.
+                if self.reauthenticating && *self.principal != principal {
+                    self.state = SessionState::Start;
+                    return Session::answer(
+                        SASL_AUTHENTICATION_FAILED,
+                        format!("re-authenticated as {principal}, not {}", self.principal),
+                        true,
+                    );
+                }
+                if self.reauthenticating {
+                    tracing::info!(principal = %principal, "SASL re-authentication");
+                }
+                self.reauthenticating = false;
+                self.principal = Arc::from(principal);
                 self.state = SessionState::Done;
+                let lifetime = self.lifetime_ms();
+                if lifetime > 0 {
+                    self.expires = Some(
+                        std::time::Instant::now()
+                            + std::time::Duration::from_millis(lifetime as u64),
+                    );
+                }
                 Answer {
                     error: 0,
                     message: None,

@@ -431,3 +431,145 @@ print(",".join(got))
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("a broker is running"));
 }
+
+/// KIP-368: with `connections.max.reauth.ms`, an authentication lasts that long. A client
+/// that re-authenticates (librdkafka 2.2 and later) keeps its connection; one that does
+/// not is cut off at its next request; and a user deleted meanwhile cannot re-authenticate.
+#[test]
+fn sessions_expire_and_clients_reauthenticate() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    add_user(&data, "admin", "SCRAM-SHA-256", "admin-secret");
+    let (plain, sasl) = (free_port(), free_port());
+    let settings = vec![
+        format!("listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}"),
+        "sasl.enabled.mechanisms=SCRAM-SHA-256,PLAIN".into(),
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.\
+         plain.PlainLoginModule required user_carol=\"carol-pw\";"
+            .into(),
+        "connections.max.reauth.ms=2000".into(),
+    ];
+    let server = Server::start_on(&data, &settings, plain);
+    weir(&[
+        "topics",
+        "create",
+        "--bootstrap",
+        &server.addr,
+        "--topic",
+        "r",
+    ]);
+    let sasl_addr = format!("127.0.0.1:{sasl}");
+
+    // confluent-kafka produces for 7 s, across three session lifetimes: every record is
+    // delivered, and the broker saw it re-authenticate.
+    let script = format!(
+        r#"
+import time
+from confluent_kafka import Producer
+p = Producer({{"bootstrap.servers": "{sasl_addr}", "security.protocol": "SASL_PLAINTEXT",
+              "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": "admin",
+              "sasl.password": "admin-secret"}})
+errors = []
+def done(err, msg):
+    if err is not None:
+        errors.append(str(err))
+for i in range(28):
+    p.produce("r", b"%d" % i, on_delivery=done)
+    p.poll(0)
+    time.sleep(0.25)
+assert p.flush(30) == 0
+print(len(errors), errors[:3])
+"#
+    );
+    let out = Command::new(python())
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0 []");
+    let log = std::fs::read_to_string(data.with_extension("serve.log")).unwrap();
+    assert!(
+        log.matches("SASL re-authentication").count() >= 2,
+        "librdkafka never re-authenticated:\n{log}"
+    );
+
+    // A client that does not re-authenticate: told the lifetime, then cut off.
+    let mut s = std::net::TcpStream::connect(&sasl_addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut hs = SaslHandshakeRequest::default();
+    hs.mechanism = StrBytes::from_static_str("PLAIN");
+    call(
+        &mut s,
+        ApiKey::SaslHandshake,
+        1,
+        RequestKind::SaslHandshake(hs),
+    )
+    .unwrap();
+    let mut auth = SaslAuthenticateRequest::default();
+    auth.auth_bytes = Bytes::from_static(b"\0carol\0carol-pw");
+    let mut resp = call(
+        &mut s,
+        ApiKey::SaslAuthenticate,
+        2,
+        RequestKind::SaslAuthenticate(auth),
+    )
+    .unwrap();
+    let resp = SaslAuthenticateResponse::decode(&mut resp, 2).unwrap();
+    assert_eq!((resp.error_code, resp.session_lifetime_ms), (0, 2000));
+    let metadata = || RequestKind::Metadata(MetadataRequest::default());
+    assert!(call(&mut s, ApiKey::Metadata, 9, metadata()).is_some());
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    assert!(
+        call(&mut s, ApiKey::Metadata, 9, metadata()).is_none(),
+        "served after the session expired"
+    );
+
+    // A user deleted while connected cannot re-authenticate: the connection closes.
+    let login = |s: &mut std::net::TcpStream, token: &'static [u8]| {
+        let mut hs = SaslHandshakeRequest::default();
+        hs.mechanism = StrBytes::from_static_str("PLAIN");
+        call(s, ApiKey::SaslHandshake, 1, RequestKind::SaslHandshake(hs)).unwrap();
+        let mut auth = SaslAuthenticateRequest::default();
+        auth.auth_bytes = Bytes::from_static(token);
+        call(
+            s,
+            ApiKey::SaslAuthenticate,
+            2,
+            RequestKind::SaslAuthenticate(auth),
+        )
+        .map(|mut r| {
+            SaslAuthenticateResponse::decode(&mut r, 2)
+                .unwrap()
+                .error_code
+        })
+    };
+    let mut s = std::net::TcpStream::connect(&sasl_addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(login(&mut s, b"\0admin\0admin-secret"), Some(0));
+    let mut admin = std::net::TcpStream::connect(&server.addr).unwrap();
+    let mut d = alter_user_scram_credentials_request::ScramCredentialDeletion::default();
+    d.name = StrBytes::from_static_str("admin");
+    d.mechanism = Scram::Sha256.id();
+    let mut req = AlterUserScramCredentialsRequest::default();
+    req.deletions.push(d);
+    let mut resp = call(
+        &mut admin,
+        ApiKey::AlterUserScramCredentials,
+        0,
+        RequestKind::AlterUserScramCredentials(req),
+    )
+    .unwrap();
+    let resp = AlterUserScramCredentialsResponse::decode(&mut resp, 0).unwrap();
+    assert_eq!(resp.results[0].error_code, 0);
+    assert_eq!(login(&mut s, b"\0admin\0admin-secret"), Some(58));
+    assert!(
+        call(&mut s, ApiKey::Metadata, 9, metadata()).is_none(),
+        "a deleted user's connection was kept"
+    );
+}

@@ -58,6 +58,9 @@ pub fn authenticate(
     r.error_code = a.error;
     r.error_message = a.message.map(StrBytes::from_string);
     r.auth_bytes = Bytes::from(a.bytes);
+    if a.error == 0 && ctx.version >= 1 {
+        r.session_lifetime_ms = session.lifetime_ms();
+    }
     Ok((frame(ctx, ResponseKind::SaslAuthenticate(r))?, a.close))
 }
 

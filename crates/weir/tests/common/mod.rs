@@ -56,7 +56,12 @@ impl Server {
             std::fs::create_dir_all(parent).unwrap();
         }
         let log = std::fs::File::create(&log_path).unwrap();
-        let mut child = cmd.stdout(Stdio::null()).stderr(log).spawn().unwrap();
+        // The broker logs to stdout; both go to the file.
+        let mut child = cmd
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
         let start = Instant::now();
         while std::net::TcpStream::connect(&addr).is_err() {
             let exited = child.try_wait().unwrap();
