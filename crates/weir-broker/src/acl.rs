@@ -353,7 +353,6 @@ struct TypeAcls {
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct AclsFile {
-    version: u32,
     acls: Vec<AclBinding>,
 }
 
@@ -583,36 +582,23 @@ impl Authorizer {
 }
 
 fn read_file(path: &Path) -> Result<BTreeSet<AclBinding>, String> {
-    match std::fs::read(path) {
-        Ok(bytes) => {
-            let f: AclsFile =
-                serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-            if f.version != 1 {
-                return Err(format!(
-                    "{}: unsupported version {}",
-                    path.display(),
-                    f.version
-                ));
-            }
-            for b in &f.acls {
-                b.validate()
-                    .map_err(|e| format!("{}: {}: {e}", path.display(), b.describe()))?;
-            }
-            Ok(f.acls.into_iter().collect())
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeSet::new()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+    let acls = crate::state_file::read::<AclsFile>(path)?
+        .map(|f| f.acls)
+        .unwrap_or_default();
+    for b in &acls {
+        b.validate()
+            .map_err(|e| format!("{}: {}: {e}", path.display(), b.describe()))?;
     }
+    Ok(acls.into_iter().collect())
 }
 
 fn write_file(path: &Path, acls: &BTreeSet<AclBinding>) -> Result<(), String> {
-    let file = AclsFile {
-        version: 1,
-        acls: acls.iter().cloned().collect(),
-    };
-    let bytes = serde_json::to_vec_pretty(&file).map_err(|e| e.to_string())?;
-    weir_log::checkpoint::write_atomically(path, &bytes)
-        .map_err(|e| format!("{}: {e}", path.display()))
+    crate::state_file::write(
+        path,
+        &AclsFile {
+            acls: acls.iter().cloned().collect(),
+        },
+    )
 }
 
 /// The class names `authorizer.class.name` may take: Kafka's own authorizers, whose ACL

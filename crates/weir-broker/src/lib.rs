@@ -28,6 +28,7 @@ pub mod principal;
 pub mod quota;
 pub mod sasl;
 pub mod server;
+pub mod state_file;
 pub mod tls;
 pub mod topics;
 

@@ -107,7 +107,6 @@ impl Entity {
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct QuotasFile {
-    version: u32,
     quotas: Vec<(Entity, BTreeMap<String, f64>)>,
 }
 
@@ -183,28 +182,15 @@ pub struct Quotas {
 impl Quotas {
     pub fn load(dir: &Path, windows: Windows) -> Result<Quotas, String> {
         let path = dir.join(QUOTAS_FILE);
-        let configs = match std::fs::read(&path) {
-            Ok(bytes) => {
-                let f: QuotasFile = serde_json::from_slice(&bytes)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-                if f.version != 1 {
-                    return Err(format!(
-                        "{}: unsupported version {}",
-                        path.display(),
-                        f.version
-                    ));
-                }
-                for (entity, values) in &f.quotas {
-                    for (key, v) in values {
-                        check_value(key, *v)
-                            .map_err(|e| format!("{}: {entity:?}: {e}", path.display()))?;
-                    }
-                }
-                f.quotas.into_iter().collect()
+        let quotas = crate::state_file::read::<QuotasFile>(&path)?
+            .map(|f| f.quotas)
+            .unwrap_or_default();
+        for (entity, values) in &quotas {
+            for (key, v) in values {
+                check_value(key, *v).map_err(|e| format!("{}: {entity:?}: {e}", path.display()))?;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
-        };
+        }
+        let configs = quotas.into_iter().collect();
         Ok(Quotas {
             path,
             windows,
@@ -321,13 +307,12 @@ impl Quotas {
         if next == *configs {
             return Ok(());
         }
-        let file = QuotasFile {
-            version: 1,
-            quotas: next.iter().map(|(e, v)| (e.clone(), v.clone())).collect(),
-        };
-        let bytes = serde_json::to_vec_pretty(&file).map_err(|e| e.to_string())?;
-        weir_log::checkpoint::write_atomically(&self.path, &bytes)
-            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        crate::state_file::write(
+            &self.path,
+            &QuotasFile {
+                quotas: next.iter().map(|(e, v)| (e.clone(), v.clone())).collect(),
+            },
+        )?;
         *configs = next;
         // Rates measured under the old quotas may now be keyed differently; start over.
         self.rates.lock().unwrap_or_else(|e| e.into_inner()).clear();

@@ -159,7 +159,6 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct UsersFile {
-    version: u32,
     users: BTreeMap<String, BTreeMap<Scram, Credential>>,
 }
 
@@ -174,22 +173,9 @@ impl Users {
     /// Loads the users of data directory `dir` (none if it has no users file).
     pub fn load(dir: &Path) -> Result<Users, String> {
         let path = dir.join(USERS_FILE);
-        let users = match std::fs::read(&path) {
-            Ok(bytes) => {
-                let f: UsersFile = serde_json::from_slice(&bytes)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-                if f.version != 1 {
-                    return Err(format!(
-                        "{}: unsupported version {}",
-                        path.display(),
-                        f.version
-                    ));
-                }
-                f.users
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
-        };
+        let users = crate::state_file::read::<UsersFile>(&path)?
+            .map(|f| f.users)
+            .unwrap_or_default();
         Ok(Users {
             path,
             users: RwLock::new(users),
@@ -234,13 +220,12 @@ impl Users {
         for (user, mech, cred) in upsert {
             next.entry(user).or_default().insert(mech, cred);
         }
-        let file = UsersFile {
-            version: 1,
-            users: next.clone(),
-        };
-        let bytes = serde_json::to_vec_pretty(&file).map_err(|e| e.to_string())?;
-        weir_log::checkpoint::write_atomically(&self.path, &bytes)
-            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        crate::state_file::write(
+            &self.path,
+            &UsersFile {
+                users: next.clone(),
+            },
+        )?;
         *users = next;
         Ok(())
     }

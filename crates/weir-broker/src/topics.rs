@@ -129,29 +129,14 @@ pub struct StoredTopic {
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct TopicsFile {
-    version: u32,
     topics: BTreeMap<String, StoredTopic>,
 }
 
 /// Reads the topics file of the first data directory that has one.
 pub fn load(dirs: &[PathBuf]) -> Result<BTreeMap<String, StoredTopic>, String> {
     for d in dirs {
-        let path = d.join(TOPICS_FILE);
-        match std::fs::read(&path) {
-            Ok(bytes) => {
-                let f: TopicsFile = serde_json::from_slice(&bytes)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-                if f.version != 1 {
-                    return Err(format!(
-                        "{}: unsupported version {}",
-                        path.display(),
-                        f.version
-                    ));
-                }
-                return Ok(f.topics);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+        if let Some(f) = crate::state_file::read::<TopicsFile>(&d.join(TOPICS_FILE))? {
+            return Ok(f.topics);
         }
     }
     Ok(BTreeMap::new())
@@ -160,10 +145,9 @@ pub fn load(dirs: &[PathBuf]) -> Result<BTreeMap<String, StoredTopic>, String> {
 /// Writes the topics file to every data directory.
 pub fn store(dirs: &[PathBuf], topics: &BTreeMap<String, StoredTopic>) -> std::io::Result<()> {
     let f = TopicsFile {
-        version: 1,
         topics: topics.clone(),
     };
-    let bytes = serde_json::to_vec_pretty(&f).map_err(std::io::Error::other)?;
+    let bytes = crate::state_file::encode(&f).map_err(std::io::Error::other)?;
     for d in dirs {
         write_atomically(&d.join(TOPICS_FILE), &bytes)?;
     }

@@ -13,7 +13,7 @@ use weir_broker::acl::{
 };
 use weir_client::admin::{self as client, Admin};
 
-use crate::cli::{self, ClientArgs};
+use crate::cli::{self, ClientArgs, Failure};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -106,11 +106,6 @@ struct Entries {
 
 fn usage(msg: impl Into<String>) -> Failure {
     Failure::Usage(msg.into())
-}
-
-enum Failure {
-    Usage(String),
-    Failed(String),
 }
 
 impl Resource {
@@ -480,17 +475,5 @@ impl Entries {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    cli::runtime().block_on(async {
-        match execute(args.command).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(Failure::Usage(msg)) => {
-                eprintln!("weir acls: {msg}");
-                ExitCode::from(2)
-            }
-            Err(Failure::Failed(msg)) => {
-                eprintln!("weir acls: {msg}");
-                ExitCode::FAILURE
-            }
-        }
-    })
+    cli::run_command("acls", execute(args.command))
 }

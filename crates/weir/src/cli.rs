@@ -32,6 +32,40 @@ impl ClientArgs {
     }
 }
 
+/// Why a command failed: the user's input (exit 2) or the operation (exit 1).
+pub enum Failure {
+    Usage(String),
+    Failed(String),
+}
+
+impl From<weir_client::ClientError> for Failure {
+    fn from(e: weir_client::ClientError) -> Self {
+        match e {
+            weir_client::ClientError::Config(m) => Failure::Usage(m),
+            e => Failure::Failed(e.to_string()),
+        }
+    }
+}
+
+/// Runs a client subcommand (`weir <name> ...`) on a runtime of its own, and turns its
+/// outcome into the exit code, saying what failed on stderr.
+pub fn run_command(
+    name: &str,
+    command: impl std::future::Future<Output = Result<(), Failure>>,
+) -> std::process::ExitCode {
+    match runtime().block_on(command) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(Failure::Usage(msg)) => {
+            eprintln!("weir {name}: {msg}");
+            std::process::ExitCode::from(2)
+        }
+        Err(Failure::Failed(msg)) => {
+            eprintln!("weir {name}: {msg}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// A runtime for one client command: the work is I/O-bound, so one thread does.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

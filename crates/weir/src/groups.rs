@@ -91,19 +91,7 @@ struct ResetTarget {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    cli::runtime().block_on(async {
-        match execute(args.command).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(Failure::Usage(msg)) => {
-                eprintln!("weir groups: {msg}");
-                ExitCode::from(2)
-            }
-            Err(Failure::Failed(msg)) => {
-                eprintln!("weir groups: {msg}");
-                ExitCode::FAILURE
-            }
-        }
-    })
+    cli::run_command("groups", execute(args.command))
 }
 
 async fn execute(command: Command) -> Result<(), Failure> {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use serde_json::json;
 use weir_client::admin::{Admin, QuotaAlteration, QuotaEntity, QuotaMatch};
 
-use crate::cli::{self, ClientArgs};
+use crate::cli::{self, ClientArgs, Failure};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -86,9 +86,9 @@ impl Who {
     }
 }
 
-fn admin(client: &ClientArgs) -> Result<Admin, (u8, String)> {
-    let settings = client.settings().map_err(|e| (2, e))?;
-    Admin::from_properties(settings).map_err(|e| (2, e.to_string()))
+fn admin(client: &ClientArgs) -> Result<Admin, Failure> {
+    let settings = client.settings().map_err(Failure::Usage)?;
+    Ok(Admin::from_properties(settings)?)
 }
 
 fn show(entity: &QuotaEntity) -> String {
@@ -99,7 +99,7 @@ fn show(entity: &QuotaEntity) -> String {
         .join(",")
 }
 
-async fn execute(command: Command) -> Result<(), (u8, String)> {
+async fn execute(command: Command) -> Result<(), Failure> {
     match command {
         Command::Alter {
             client,
@@ -109,24 +109,22 @@ async fn execute(command: Command) -> Result<(), (u8, String)> {
         } => {
             let entity = who.entity();
             if entity.is_empty() {
-                return Err((
-                    2,
+                return Err(Failure::Usage(
                     "name the entity: --user, --user-default, --client-id or --client-id-default"
                         .into(),
                 ));
             }
             let mut changes = Vec::new();
             for a in &add {
-                let (k, v) = cli::key_value(a, "--add-config").map_err(|e| (2, e))?;
-                let v: f64 = v
-                    .parse()
-                    .map_err(|_| (2, format!("--add-config {a}: {v} is not a number")))?;
+                let (k, v) = cli::key_value(a, "--add-config").map_err(Failure::Usage)?;
+                let v: f64 = v.parse().map_err(|_| {
+                    Failure::Usage(format!("--add-config {a}: {v} is not a number"))
+                })?;
                 changes.push((k, Some(v)));
             }
             changes.extend(delete.into_iter().map(|k| (k, None)));
             if changes.is_empty() {
-                return Err((
-                    2,
+                return Err(Failure::Usage(
                     "nothing to change: --add-config or --delete-config".into(),
                 ));
             }
@@ -135,12 +133,8 @@ async fn execute(command: Command) -> Result<(), (u8, String)> {
                 entity: entity.clone(),
                 changes,
             };
-            let results = a
-                .alter_client_quotas(&[alteration], false)
-                .await
-                .map_err(|e| (1, e.to_string()))?;
-            for r in results {
-                r.map_err(|e| (1, format!("{}: {e}", show(&entity))))?;
+            for r in a.alter_client_quotas(&[alteration], false).await? {
+                r.map_err(|e| Failure::Failed(format!("{}: {e}", show(&entity))))?;
             }
             eprintln!("quotas of {} changed", show(&entity));
             Ok(())
@@ -155,10 +149,7 @@ async fn execute(command: Command) -> Result<(), (u8, String)> {
             }
             let strict = !components.is_empty();
             let a = admin(&client)?;
-            let found = a
-                .describe_client_quotas(&components, strict)
-                .await
-                .map_err(|e| (1, e.to_string()))?;
+            let found = a.describe_client_quotas(&components, strict).await?;
             if json {
                 let out: Vec<_> = found
                     .iter()
@@ -185,13 +176,5 @@ async fn execute(command: Command) -> Result<(), (u8, String)> {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    cli::runtime().block_on(async {
-        match execute(args.command).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err((code, msg)) => {
-                eprintln!("weir quotas: {msg}");
-                ExitCode::from(code)
-            }
-        }
-    })
+    cli::run_command("quotas", execute(args.command))
 }

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 use weir_client::admin::{Admin, AlterConfigOp, ConfigResource, NewTopic};
-use weir_client::ClientError;
 
+pub use crate::cli::Failure;
 use crate::cli::{self, ClientArgs};
 
 #[derive(clap::Args)]
@@ -90,34 +90,7 @@ enum Command {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    cli::runtime().block_on(async {
-        match execute(args.command).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(Failure::Usage(msg)) => {
-                eprintln!("weir topics: {msg}");
-                ExitCode::from(2)
-            }
-            Err(Failure::Failed(msg)) => {
-                eprintln!("weir topics: {msg}");
-                ExitCode::FAILURE
-            }
-        }
-    })
-}
-
-/// Why a command failed: the user's input (exit 2) or the operation (exit 1).
-pub enum Failure {
-    Usage(String),
-    Failed(String),
-}
-
-impl From<ClientError> for Failure {
-    fn from(e: ClientError) -> Self {
-        match e {
-            ClientError::Config(m) => Failure::Usage(m),
-            e => Failure::Failed(e.to_string()),
-        }
-    }
+    cli::run_command("topics", execute(args.command))
 }
 
 pub fn admin(client: &ClientArgs) -> Result<Admin, Failure> {

@@ -7,29 +7,11 @@
 
 mod common;
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
-use common::{free_port, kcat, python, weir, Server};
+use common::{add_user, free_port, kcat, python, weir, Server};
 
 const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
-
-fn add_user(data: &std::path::Path, name: &str, password: &str) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["users", "add", name, "--password-stdin", "--data-dir"])
-        .arg(data)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// `weir acls ...`, whatever its outcome.
 fn acls(args: &[&str]) -> Output {
@@ -90,7 +72,7 @@ fn acls_allow_and_deny_as_kafka_does_for_real_clients() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     for u in ["admin", "alice", "bob"] {
-        add_user(&data, u, &format!("{u}-secret"));
+        add_user(&data, u, "SCRAM-SHA-256", &format!("{u}-secret"));
     }
     // The first rule comes from the stopped broker's data directory: plaintext clients on
     // this machine (User:ANONYMOUS from 127.0.0.1) administer the cluster.

@@ -10,35 +10,10 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 
 use bytes::{Buf, Bytes};
-use common::{frame, free_port, kcat, make_certs, python, weir, Server};
+use common::{add_user, frame, free_port, kcat, make_certs, python, weir, Server};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use weir_broker::sasl::Scram;
-
-fn add_user(data: &std::path::Path, name: &str, mechanism: &str, password: &str) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args([
-            "users",
-            "add",
-            name,
-            "--mechanism",
-            mechanism,
-            "--password-stdin",
-        ])
-        .arg("--data-dir")
-        .arg(data)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "weir users add: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// One request and its response (after the correlation id), on a blocking socket.
 fn call(s: &mut std::net::TcpStream, api: ApiKey, v: i16, body: RequestKind) -> Option<Bytes> {

@@ -283,3 +283,29 @@ pub fn python() -> PathBuf {
     );
     venv
 }
+
+/// Adds a SCRAM user to a stopped broker's data directory with `weir users add`.
+pub fn add_user(data: &std::path::Path, name: &str, mechanism: &str, password: &str) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "users",
+            "add",
+            name,
+            "--mechanism",
+            mechanism,
+            "--password-stdin",
+        ])
+        .arg("--data-dir")
+        .arg(data)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "weir users add: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
