@@ -242,8 +242,22 @@ impl Quotas {
             return 0;
         };
         let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
-        let rate = rates.entry((kind, ut, ct)).or_default();
         let w = self.windows;
+        // Clients come and go (and a hostile one may invent client ids): rates with no
+        // sample left in the window are dropped once the map has doubled, as Kafka
+        // expires idle quota sensors.
+        let len = rates.len();
+        if len >= 1024
+            && len.is_power_of_two()
+            && !rates.contains_key(&(kind, ut.clone(), ct.clone()))
+        {
+            rates.retain(|_, r| {
+                r.samples
+                    .back()
+                    .is_some_and(|(start, _)| now - start < w.samples * w.window_ms)
+            });
+        }
+        let rate = rates.entry((kind, ut, ct)).or_default();
         rate.record(w, bytes as f64, now);
         let observed = rate.value(w, now);
         if observed <= limit {
@@ -401,6 +415,22 @@ mod tests {
         assert_eq!(q.record(Kind::Produce, "u", "other", 1 << 30, 0), 0);
         // After 20 s the old samples have left the window.
         assert_eq!(q.record(Kind::Produce, "u", "app", 100, 20_000), 0);
+    }
+
+    #[test]
+    fn idle_clients_rates_are_dropped_so_invented_client_ids_cost_nothing_lasting() {
+        let (_d, q) = quotas(&[(None, Some(Name::Default), PRODUCER_BYTE_RATE, 1e9)]);
+        for i in 0..5000 {
+            q.record(Kind::Produce, "u", &format!("c{i}"), 10, 0);
+        }
+        let before = q.rates.lock().unwrap().len();
+        assert!(before >= 1024, "{before}");
+        // A minute later, new clients arrive; when the map has doubled, the idle ones go.
+        for i in 0..4000 {
+            q.record(Kind::Produce, "u", &format!("late{i}"), 10, 60_000);
+        }
+        let after = q.rates.lock().unwrap().len();
+        assert!(after <= 4000, "{after} rates kept, {before} of them idle");
     }
 
     #[test]
