@@ -8,43 +8,23 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use kafka_protocol::ResponseError as E;
 use tokio::sync::{watch, Semaphore};
-use weir_log::{AppendOrigin, LogConfig, LogManager, TopicPartition};
-use weir_record::{BatchBuilder, Compression, LogEntries, DEFAULT_MAX_DECOMPRESSED_BYTES};
+use weir_kafka::limits::MAX_DECOMPRESSED_BATCH_BYTES;
+use weir_kafka::topic::OFFSETS_TOPIC;
+use weir_kafka::{ApiError, TopicPartition};
+use weir_log::{AppendOrigin, LogConfig, LogManager};
+use weir_record::{BatchBuilder, Compression, LogEntries};
 
-use crate::acl::{Authorizer, Operation, ResourceType};
+use weir_kafka::acl::{Operation, ResourceType};
+
+use crate::acl::Authorizer;
 use crate::config::BrokerConfig;
 use crate::connection::RequestContext;
 use crate::connection::RequestMemory;
 use crate::group::{GroupCoordinator, GroupStore};
-use crate::topics::{self, Partition, StoredTopic, Topic, OFFSETS_TOPIC};
+use crate::topics::{self, Partition, StoredTopic, Topic};
 
 /// The leader epoch of every partition: one node leads forever.
 pub const LEADER_EPOCH: i32 = 0;
-
-/// A Kafka error code with a message for the client (where the response has a field for it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
-    pub code: i16,
-    pub message: String,
-}
-
-impl ApiError {
-    pub fn new(e: E, message: impl Into<String>) -> Self {
-        ApiError {
-            code: e.code(),
-            message: message.into(),
-        }
-    }
-}
-
-impl From<weir_log::LogError> for ApiError {
-    fn from(e: weir_log::LogError) -> Self {
-        ApiError {
-            code: e.kafka_error_code(),
-            message: e.to_string(),
-        }
-    }
-}
 
 /// Producer ids are handed out from blocks reserved in `producer-id-block`, so a restart
 /// never reuses one.
@@ -260,7 +240,12 @@ impl Broker {
 
     /// `allowed` on the cluster resource.
     pub fn allowed_on_cluster(&self, ctx: &RequestContext, op: Operation) -> bool {
-        self.allowed(ctx, op, ResourceType::Cluster, crate::acl::CLUSTER_NAME)
+        self.allowed(
+            ctx,
+            op,
+            ResourceType::Cluster,
+            weir_kafka::acl::CLUSTER_NAME,
+        )
     }
 
     /// Kafka's "authorized operations" bit field for a resource, as Metadata,
@@ -298,7 +283,7 @@ impl Broker {
                     if matches!(&entry, weir_record::LogEntry::V2(b) if b.is_control()) {
                         continue;
                     }
-                    let Ok(recs) = entry.records(DEFAULT_MAX_DECOMPRESSED_BYTES) else {
+                    let Ok(recs) = entry.records(MAX_DECOMPRESSED_BATCH_BYTES) else {
                         continue;
                     };
                     for r in recs.iter().flatten() {
@@ -396,7 +381,7 @@ impl Broker {
         overrides: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<Arc<Topic>, ApiError> {
-        topics::validate_topic_name(name)
+        weir_kafka::topic::validate_topic_name(name)
             .map_err(|m| ApiError::new(E::InvalidTopicException, m))?;
         if partitions < 1 {
             return Err(ApiError::new(

@@ -68,7 +68,7 @@ pub fn serve(addr: SocketAddr, broker: Arc<Broker>) -> Result<(), String> {
             metrics::gauge!("weir_offline_log_dirs").set(broker.logs.offline_dirs().len() as f64);
             for (tp, m) in broker.logs.metrics() {
                 let labels = [
-                    ("topic", tp.topic.clone()),
+                    ("topic", tp.topic.to_string()),
                     ("partition", tp.partition.to_string()),
                 ];
                 metrics::gauge!("weir_log_size_bytes", &labels).set(m.size_bytes as f64);

@@ -9,43 +9,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, MutexGuard};
 
 use serde::{Deserialize, Serialize};
+use weir_kafka::topic::is_internal;
+use weir_kafka::TopicPartition;
 use weir_log::checkpoint::{uuid_from_base64, uuid_to_base64, write_atomically};
-use weir_log::{
-    DirHealth, LogConfig, LogError, LogManager, PartitionLog, SharedLog, TopicPartition,
-};
+use weir_log::{DirHealth, LogConfig, LogError, LogManager, PartitionLog, SharedLog};
 
 pub const TOPICS_FILE: &str = "weir-topics.json";
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
-pub const TRANSACTION_TOPIC: &str = "__transaction_state";
-const MAX_NAME_LENGTH: usize = 249;
-
-/// Kafka's topic name rules (`Topic.validate`).
-pub fn validate_topic_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("the topic name is empty".into());
-    }
-    if name == "." || name == ".." {
-        return Err(format!("the topic name cannot be '{name}'"));
-    }
-    if name.len() > MAX_NAME_LENGTH {
-        return Err(format!(
-            "the topic name is longer than {MAX_NAME_LENGTH} characters"
-        ));
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '.' || *c == '_' || *c == '-'))
-    {
-        return Err(format!(
-            "topic '{name}' contains '{c}': only ASCII letters, digits, '.', '_' and '-' are allowed"
-        ));
-    }
-    Ok(())
-}
-
-pub fn is_internal(name: &str) -> bool {
-    name == OFFSETS_TOPIC || name == TRANSACTION_TOPIC
-}
 
 /// One topic as the broker serves it.
 #[derive(Debug)]
@@ -179,7 +148,7 @@ pub fn discover(logs: &[(TopicPartition, SharedLog)]) -> BTreeMap<String, (uuid:
             .map(|l| l.topic_id())
             .unwrap_or(None)
             .unwrap_or_else(uuid::Uuid::new_v4);
-        let e = found.entry(tp.topic.clone()).or_insert((id, 0));
+        let e = found.entry(tp.topic.to_string()).or_insert((id, 0));
         e.1 = e.1.max(tp.partition + 1);
     }
     found
@@ -193,17 +162,6 @@ pub fn file_path(dir: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kafkas_name_rules() {
-        assert!(validate_topic_name("orders.v2_eu-1").is_ok());
-        assert!(validate_topic_name("").is_err());
-        assert!(validate_topic_name("..").is_err());
-        assert!(validate_topic_name("a b").is_err());
-        assert!(validate_topic_name("ü").is_err());
-        assert!(validate_topic_name(&"x".repeat(249)).is_ok());
-        assert!(validate_topic_name(&"x".repeat(250)).is_err());
-    }
 
     #[test]
     fn the_file_round_trips() {

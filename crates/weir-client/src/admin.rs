@@ -51,10 +51,15 @@ use crate::error::{ClientError, Result};
 
 mod acls;
 mod quotas;
-pub use acls::{
-    AclBinding, AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourceType,
-};
 pub use quotas::{QuotaAlteration, QuotaEntity, QuotaMatch};
+/// The ACL and config vocabulary of the admin API is Kafka's, defined once in weir-kafka.
+pub use weir_kafka::acl::{
+    AclBinding, AclBindingFilter, Operation, PatternFilter, PatternType, Permission, ResourceType,
+};
+use weir_kafka::config::AlterConfigOpType;
+pub use weir_kafka::config::{
+    ConfigEntry, ConfigResource, ConfigSource, ConfigSynonym, ConfigType,
+};
 
 const METADATA: (i16, i16) = (1, 12);
 const CREATE_TOPICS: (i16, i16) = (2, 7);
@@ -161,75 +166,6 @@ pub struct ClusterDescription {
     pub brokers: Vec<BrokerDescription>,
 }
 
-/// What a config belongs to.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum ConfigResource {
-    Topic(String),
-    Broker(i32),
-}
-
-impl ConfigResource {
-    fn wire(&self) -> (i8, String) {
-        match self {
-            ConfigResource::Topic(t) => (2, t.clone()),
-            ConfigResource::Broker(b) => (4, b.to_string()),
-        }
-    }
-}
-
-/// Where a config value comes from (Kafka's `ConfigEntry.ConfigSource`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigSource {
-    DynamicTopic,
-    DynamicBroker,
-    DynamicDefaultBroker,
-    StaticBroker,
-    Default,
-    Other(i8),
-}
-
-impl ConfigSource {
-    fn from_wire(v: i8) -> Self {
-        match v {
-            1 => ConfigSource::DynamicTopic,
-            2 => ConfigSource::DynamicBroker,
-            3 => ConfigSource::DynamicDefaultBroker,
-            4 => ConfigSource::StaticBroker,
-            5 => ConfigSource::Default,
-            other => ConfigSource::Other(other),
-        }
-    }
-
-    /// Kafka's name for the source, as `kafka-configs.sh` prints it.
-    pub fn name(self) -> &'static str {
-        match self {
-            ConfigSource::DynamicTopic => "DYNAMIC_TOPIC_CONFIG",
-            ConfigSource::DynamicBroker => "DYNAMIC_BROKER_CONFIG",
-            ConfigSource::DynamicDefaultBroker => "DYNAMIC_DEFAULT_BROKER_CONFIG",
-            ConfigSource::StaticBroker => "STATIC_BROKER_CONFIG",
-            ConfigSource::Default => "DEFAULT_CONFIG",
-            ConfigSource::Other(_) => "UNKNOWN",
-        }
-    }
-}
-
-/// One config of a resource.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigEntry {
-    pub name: String,
-    /// `None` for sensitive values and values that are not set.
-    pub value: Option<String>,
-    pub source: ConfigSource,
-    pub read_only: bool,
-    pub sensitive: bool,
-}
-
-impl ConfigEntry {
-    pub fn is_default(&self) -> bool {
-        self.source == ConfigSource::Default
-    }
-}
-
 /// A change to one config (IncrementalAlterConfigs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AlterConfigOp {
@@ -245,14 +181,14 @@ pub enum AlterConfigOp {
 impl AlterConfigOp {
     fn wire(&self) -> AlterableConfig {
         let (name, op, value) = match self {
-            AlterConfigOp::Set(k, v) => (k, 0, Some(v)),
-            AlterConfigOp::Delete(k) => (k, 1, None),
-            AlterConfigOp::Append(k, v) => (k, 2, Some(v)),
-            AlterConfigOp::Subtract(k, v) => (k, 3, Some(v)),
+            AlterConfigOp::Set(k, v) => (k, AlterConfigOpType::Set, Some(v)),
+            AlterConfigOp::Delete(k) => (k, AlterConfigOpType::Delete, None),
+            AlterConfigOp::Append(k, v) => (k, AlterConfigOpType::Append, Some(v)),
+            AlterConfigOp::Subtract(k, v) => (k, AlterConfigOpType::Subtract, Some(v)),
         };
         let mut c = AlterableConfig::default();
         c.name = StrBytes::from_string(name.clone());
-        c.config_operation = op;
+        c.config_operation = op.code();
         c.value = value.map(|v| StrBytes::from_string(v.clone()));
         c
     }
@@ -754,9 +690,20 @@ impl Admin {
             .map(|c| ConfigEntry {
                 name: c.name.to_string(),
                 value: c.value.map(|v| v.to_string()),
-                source: ConfigSource::from_wire(c.config_source),
+                source: ConfigSource::from_code(c.config_source),
                 read_only: c.read_only,
                 sensitive: c.is_sensitive,
+                config_type: ConfigType::from_code(c.config_type),
+                documentation: c.documentation.map(|d| d.to_string()),
+                synonyms: c
+                    .synonyms
+                    .into_iter()
+                    .map(|s| ConfigSynonym {
+                        name: s.name.to_string(),
+                        value: s.value.map(|v| v.to_string()),
+                        source: ConfigSource::from_code(s.source),
+                    })
+                    .collect(),
             })
             .collect();
         entries.sort_by(|a, b| a.name.cmp(&b.name));

@@ -7,6 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use weir_kafka::limits::MAX_CLIENT_RESPONSE_BYTES;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
@@ -23,10 +24,6 @@ use crate::security::{Exchange, Sasl, Security};
 
 type Reader = Box<dyn AsyncRead + Send + Unpin>;
 type Writer = Box<dyn AsyncWrite + Send + Unpin>;
-
-/// Largest response frame accepted (Kafka's consumer default `fetch.max.bytes` is 50 MiB;
-/// a frame beyond this bound is treated as a broken peer).
-const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 
 type Waiter = (i32, oneshot::Sender<Result<Bytes>>);
 
@@ -96,7 +93,7 @@ impl BrokerConnection {
             tokio::spawn(async move {
                 let failure = loop {
                     let size = match rd.read_i32().await {
-                        Ok(n) if n >= 4 && (n as usize) <= MAX_RESPONSE_BYTES => n as usize,
+                        Ok(n) if n >= 4 && (n as usize) <= MAX_CLIENT_RESPONSE_BYTES => n as usize,
                         Ok(n) => break format!("bad response size {n}"),
                         Err(e) => break e.to_string(),
                     };

@@ -7,7 +7,7 @@ use kafka_protocol::ResponseError;
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ClientError {
     /// A broker answered with a Kafka error code.
-    #[error("{} ({}){}", kafka_name(*error), error.code(), message.as_ref().map(|m| format!(": {m}")).unwrap_or_default())]
+    #[error("{} ({}){}", weir_kafka::error::name(*error), error.code(), message.as_ref().map(|m| format!(": {m}")).unwrap_or_default())]
     Kafka {
         error: ResponseError,
         message: Option<String>,
@@ -86,20 +86,6 @@ impl ClientError {
     }
 }
 
-/// Kafka's name for an error code, as its clients and docs print it
-/// (`NOT_LEADER_OR_FOLLOWER`), from the generated variant name (`NotLeaderOrFollower`).
-pub fn kafka_name(error: ResponseError) -> String {
-    let camel = format!("{error:?}");
-    let mut out = String::with_capacity(camel.len() + 8);
-    for (i, c) in camel.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            out.push('_');
-        }
-        out.push(c.to_ascii_uppercase());
-    }
-    out
-}
-
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 
 #[cfg(test)]
@@ -113,10 +99,6 @@ mod tests {
         assert_eq!(
             ClientError::kafka(36, None).to_string(),
             "TOPIC_ALREADY_EXISTS (36)"
-        );
-        assert_eq!(
-            kafka_name(ResponseError::KafkaStorageError),
-            "KAFKA_STORAGE_ERROR"
         );
     }
 }

@@ -23,7 +23,9 @@ pub use config::{Acks, ProducerConfig};
 pub use consumer::{
     AssignmentStrategy, AutoOffsetReset, CommitFuture, Consumer, ConsumerConfig, ConsumerRecord,
     IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp, RebalanceContext, RebalanceListener,
-    TimestampType, TopicPartition,
+    TimestampType,
 };
 pub use error::{ClientError, Result};
 pub use producer::{DeliveryFuture, DeliveryListener, Producer, ProducerRecord, RecordMetadata};
+/// Partitions are named as every Kafka crate of Weir names them.
+pub use weir_kafka::TopicPartition;

@@ -14,8 +14,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use weir_kafka::TopicPartition;
 use weir_log::cleaner::{self, OffsetMap};
-use weir_log::{AppendOrigin, CleanupPolicy, LoadParams, LogConfig, PartitionLog, TopicPartition};
+use weir_log::{AppendOrigin, CleanupPolicy, LoadParams, LogConfig, PartitionLog};
 use weir_record::{BatchBuilder, Compression};
 
 const NOW: i64 = 1_700_000_000_000;

@@ -8,7 +8,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 
-use crate::TopicPartition;
+use weir_kafka::TopicPartition;
 
 /// Writes `contents` to `path` so that a crash leaves either the old file or the new one.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {

@@ -10,10 +10,8 @@ use std::io;
 use std::ops::ControlFlow;
 use std::sync::{Mutex, MutexGuard};
 
-use weir_record::{
-    BatchBuilder, Compression, Header, LogEntry, Record, RecordBatch,
-    DEFAULT_MAX_DECOMPRESSED_BYTES,
-};
+use weir_kafka::limits::MAX_DECOMPRESSED_BATCH_BYTES;
+use weir_record::{BatchBuilder, Compression, Header, LogEntry, Record, RecordBatch};
 
 use crate::error::{LogError, Result};
 use crate::log::PartitionLog;
@@ -319,7 +317,7 @@ pub fn clean_with_crash(
                 return Ok(ControlFlow::Continue(()));
             }
             let records = entry
-                .records(DEFAULT_MAX_DECOMPRESSED_BYTES)
+                .records(MAX_DECOMPRESSED_BATCH_BYTES)
                 .map_err(io::Error::other)?;
             // A batch goes in whole or not at all, so the map's range ends on a batch.
             let keyed = records
@@ -510,7 +508,7 @@ fn filter_entry(
         return Ok(Some(Kept::Whole));
     }
     let records = entry
-        .records(DEFAULT_MAX_DECOMPRESSED_BYTES)
+        .records(MAX_DECOMPRESSED_BATCH_BYTES)
         .map_err(io::Error::other)?;
     let batch = match entry {
         LogEntry::V2(b) => Some(*b),

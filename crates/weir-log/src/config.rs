@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use weir_kafka::config::{ConfigEntry, ConfigSource, ConfigType};
 use weir_record::{Compression, CompressionConfig, TimestampType};
 
 /// A rejected key or value. `message` says what was given and what is allowed.
@@ -99,78 +100,6 @@ impl TopicCompression {
             TopicCompression::Codec(c) => c,
         }
     }
-}
-
-/// Where a value came from, for DescribeConfigs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigSource {
-    /// Kafka's `DEFAULT_CONFIG` (5).
-    Default,
-    /// Kafka's `STATIC_BROKER_CONFIG` (4): set in server.properties.
-    StaticBroker,
-    /// Kafka's `TOPIC_CONFIG` (1): set on the topic.
-    DynamicTopic,
-}
-
-impl ConfigSource {
-    /// The id DescribeConfigs v1+ puts in `ConfigSource`.
-    pub fn kafka_id(self) -> i8 {
-        match self {
-            ConfigSource::DynamicTopic => 1,
-            ConfigSource::StaticBroker => 4,
-            ConfigSource::Default => 5,
-        }
-    }
-}
-
-/// A config value's type, as DescribeConfigs v3+ reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigType {
-    Boolean,
-    String,
-    Int,
-    Short,
-    Long,
-    Double,
-    List,
-    Class,
-    Password,
-}
-
-impl ConfigType {
-    /// Kafka's id: UNKNOWN=0 (never produced here), BOOLEAN=1, STRING=2, INT=3, SHORT=4,
-    /// LONG=5, DOUBLE=6, LIST=7, CLASS=8, PASSWORD=9.
-    pub fn kafka_id(self) -> i8 {
-        match self {
-            ConfigType::Boolean => 1,
-            ConfigType::String => 2,
-            ConfigType::Int => 3,
-            ConfigType::Short => 4,
-            ConfigType::Long => 5,
-            ConfigType::Double => 6,
-            ConfigType::List => 7,
-            ConfigType::Class => 8,
-            ConfigType::Password => 9,
-        }
-    }
-}
-
-/// One topic-level entry of a DescribeConfigs answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConfigEntry {
-    pub name: &'static str,
-    /// The value as Kafka prints it.
-    pub value: String,
-    pub source: ConfigSource,
-    /// Always false: every topic-level key can be altered.
-    pub read_only: bool,
-    /// Always false: no topic-level key is a password.
-    pub sensitive: bool,
-    /// The highest-priority broker key for this setting (e.g. `log.retention.ms`), if any;
-    /// [`LogConfig::broker_synonyms`] lists them all.
-    pub synonym: Option<&'static str>,
-    pub config_type: ConfigType,
-    pub documentation: &'static str,
 }
 
 const KIB: i64 = 1024;
@@ -962,14 +891,15 @@ impl LogConfig {
                     ConfigSource::Default
                 };
                 ConfigEntry {
-                    name: def.name,
-                    value: self.value_of(def.name).unwrap_or_default(),
+                    name: def.name.to_string(),
+                    value: Some(self.value_of(def.name).unwrap_or_default()),
                     source,
+                    // Every topic-level key can be altered, and none is a password.
                     read_only: false,
                     sensitive: false,
-                    synonym: def.broker_synonyms.first().copied(),
                     config_type: def.config_type,
-                    documentation: def.doc,
+                    documentation: Some(def.doc.to_string()),
+                    synonyms: Vec::new(),
                 }
             })
             .collect()
@@ -1805,8 +1735,8 @@ mod tests {
             assert_eq!(
                 c.describe(&[], &[])
                     .iter()
-                    .filter(|e| e.value != expected.value_of(e.name).unwrap())
-                    .map(|e| e.name)
+                    .filter(|e| e.value != expected.value_of(&e.name))
+                    .map(|e| e.name.as_str())
                     .filter(|n| *n != *key && *n != "compression.type")
                     .filter(|n| {
                         // The deprecated difference limit also sets the two it falls back for.
@@ -2527,20 +2457,31 @@ mod tests {
             ("unclean.leader.election.enable", "false"),
         ];
         let entries = LogConfig::default().describe(&[], &[]);
-        let got: Vec<(&str, &str)> = entries.iter().map(|e| (e.name, e.value.as_str())).collect();
+        let got: Vec<(&str, &str)> = entries
+            .iter()
+            .map(|e| (e.name.as_str(), e.value.as_deref().unwrap()))
+            .collect();
         assert_eq!(got, want);
         for e in &entries {
             assert_eq!(e.source, ConfigSource::Default, "{}", e.name);
             assert!(!e.read_only && !e.sensitive);
-            assert!(!e.documentation.is_empty());
+            assert!(e.documentation.as_ref().is_some_and(|d| !d.is_empty()));
         }
         let by_name = |n: &str| entries.iter().find(|e| e.name == n).unwrap().clone();
-        assert_eq!(by_name("retention.ms").synonym, Some("log.retention.ms"));
+        assert_eq!(
+            LogConfig::broker_synonyms("retention.ms").first().copied(),
+            Some("log.retention.ms")
+        );
         assert_eq!(by_name("retention.ms").config_type, ConfigType::Long);
         assert_eq!(by_name("segment.bytes").config_type, ConfigType::Int);
-        assert_eq!(by_name("segment.bytes").synonym, Some("log.segment.bytes"));
         assert_eq!(
-            by_name("max.message.bytes").synonym,
+            LogConfig::broker_synonyms("segment.bytes").first().copied(),
+            Some("log.segment.bytes")
+        );
+        assert_eq!(
+            LogConfig::broker_synonyms("max.message.bytes")
+                .first()
+                .copied(),
             Some("message.max.bytes")
         );
         assert_eq!(by_name("cleanup.policy").config_type, ConfigType::List);
@@ -2550,9 +2491,16 @@ mod tests {
         );
         assert_eq!(by_name("preallocate").config_type, ConfigType::Boolean);
         assert_eq!(by_name("compression.type").config_type, ConfigType::String);
-        assert_eq!(by_name("remote.storage.enable").synonym, None);
         assert_eq!(
-            by_name("leader.replication.throttled.replicas").synonym,
+            LogConfig::broker_synonyms("remote.storage.enable")
+                .first()
+                .copied(),
+            None
+        );
+        assert_eq!(
+            LogConfig::broker_synonyms("leader.replication.throttled.replicas")
+                .first()
+                .copied(),
             None
         );
     }
@@ -2579,26 +2527,37 @@ mod tests {
         let entries = c.describe(&names, &broker_set);
         let get = |n: &str| entries.iter().find(|e| e.name == n).unwrap();
         assert_eq!(get("retention.ms").source, ConfigSource::DynamicTopic);
-        assert_eq!(get("retention.ms").value, "1000");
+        assert_eq!(get("retention.ms").value.as_deref(), Some("1000"));
         assert_eq!(get("segment.ms").source, ConfigSource::StaticBroker);
-        assert_eq!(get("segment.ms").value, "3600000");
+        assert_eq!(get("segment.ms").value.as_deref(), Some("3600000"));
         assert_eq!(get("flush.ms").source, ConfigSource::StaticBroker);
-        assert_eq!(get("flush.ms").value, "1000");
+        assert_eq!(get("flush.ms").value.as_deref(), Some("1000"));
         assert_eq!(get("compression.type").source, ConfigSource::StaticBroker);
-        assert_eq!(get("compression.type").value, "zstd");
-        assert_eq!(get("cleanup.policy").value, "compact,delete");
-        assert_eq!(get("min.cleanable.dirty.ratio").value, "1.0E-4");
+        assert_eq!(get("compression.type").value.as_deref(), Some("zstd"));
         assert_eq!(
-            get("leader.replication.throttled.replicas").value,
-            "0:1,1:2"
+            get("cleanup.policy").value.as_deref(),
+            Some("compact,delete")
         );
-        assert_eq!(get("message.timestamp.type").value, "LogAppendTime");
+        assert_eq!(
+            get("min.cleanable.dirty.ratio").value.as_deref(),
+            Some("1.0E-4")
+        );
+        assert_eq!(
+            get("leader.replication.throttled.replicas")
+                .value
+                .as_deref(),
+            Some("0:1,1:2")
+        );
+        assert_eq!(
+            get("message.timestamp.type").value.as_deref(),
+            Some("LogAppendTime")
+        );
         assert_eq!(get("segment.bytes").source, ConfigSource::Default);
         // Without the topic override, the broker's hours are the source.
         let entries = base.describe(&[], &broker_set);
         let get = |n: &str| entries.iter().find(|e| e.name == n).unwrap();
         assert_eq!(get("retention.ms").source, ConfigSource::StaticBroker);
-        assert_eq!(get("retention.ms").value, "86400000");
+        assert_eq!(get("retention.ms").value.as_deref(), Some("86400000"));
         // The topic wins over the broker even when both are set.
         let entries = c.describe(&["segment.ms"], &broker_set);
         assert_eq!(
@@ -2637,7 +2596,11 @@ mod tests {
         for c in configs {
             let entries = c.describe(&[], &[]);
             let back = LogConfig::default()
-                .with_overrides(entries.iter().map(|e| (e.name, e.value.as_str())))
+                .with_overrides(
+                    entries
+                        .iter()
+                        .map(|e| (e.name.as_str(), e.value.as_deref().unwrap())),
+                )
                 .unwrap();
             assert_eq!(back, c);
         }
@@ -2797,11 +2760,11 @@ mod tests {
             ConfigType::Class,
             ConfigType::Password,
         ];
-        let ids: Vec<i8> = types.iter().map(|t| t.kafka_id()).collect();
+        let ids: Vec<i8> = types.iter().map(|t| t.code()).collect();
         assert_eq!(ids, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
-        assert_eq!(ConfigSource::DynamicTopic.kafka_id(), 1);
-        assert_eq!(ConfigSource::StaticBroker.kafka_id(), 4);
-        assert_eq!(ConfigSource::Default.kafka_id(), 5);
+        assert_eq!(ConfigSource::DynamicTopic.code(), 1);
+        assert_eq!(ConfigSource::StaticBroker.code(), 4);
+        assert_eq!(ConfigSource::Default.code(), 5);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::io;
 
+use weir_kafka::{ApiError, ErrorCode};
 use weir_record::RecordError;
 
 use crate::config::ConfigError;
@@ -58,20 +59,31 @@ pub enum LogError {
 impl LogError {
     /// The Kafka protocol error code for this error.
     pub fn kafka_error_code(&self) -> i16 {
+        self.error_code().code()
+    }
+
+    /// The Kafka error this is.
+    pub fn error_code(&self) -> ErrorCode {
         match self {
-            LogError::CorruptRecord(_) => 2,              // CORRUPT_MESSAGE
-            LogError::OffsetOutOfRange { .. } => 1,       // OFFSET_OUT_OF_RANGE
-            LogError::RecordTooLarge { .. } => 10,        // MESSAGE_TOO_LARGE
-            LogError::RecordListTooLarge { .. } => 18,    // RECORD_LIST_TOO_LARGE
-            LogError::InvalidTimestamp(_) => 32,          // INVALID_TIMESTAMP
-            LogError::Config(_) => 40,                    // INVALID_CONFIG
-            LogError::OutOfOrderSequence(_) => 45,        // OUT_OF_ORDER_SEQUENCE_NUMBER
-            LogError::InvalidProducerEpoch(_) => 47,      // INVALID_PRODUCER_EPOCH
-            LogError::Offline(_) | LogError::Io(_) => 56, // KAFKA_STORAGE_ERROR
-            LogError::UnknownProducerId(_) => 59,         // UNKNOWN_PRODUCER_ID
-            LogError::UnsupportedCompression(_) => 76,    // UNSUPPORTED_COMPRESSION_TYPE
-            LogError::InvalidRecord(_) => 87,             // INVALID_RECORD
+            LogError::CorruptRecord(_) => ErrorCode::CorruptMessage,
+            LogError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+            LogError::RecordTooLarge { .. } => ErrorCode::MessageTooLarge,
+            LogError::RecordListTooLarge { .. } => ErrorCode::RecordListTooLarge,
+            LogError::InvalidTimestamp(_) => ErrorCode::InvalidTimestamp,
+            LogError::Config(_) => ErrorCode::InvalidConfig,
+            LogError::OutOfOrderSequence(_) => ErrorCode::OutOfOrderSequenceNumber,
+            LogError::InvalidProducerEpoch(_) => ErrorCode::InvalidProducerEpoch,
+            LogError::Offline(_) | LogError::Io(_) => ErrorCode::KafkaStorageError,
+            LogError::UnknownProducerId(_) => ErrorCode::UnknownProducerId,
+            LogError::UnsupportedCompression(_) => ErrorCode::UnsupportedCompressionType,
+            LogError::InvalidRecord(_) => ErrorCode::InvalidRecord,
         }
+    }
+}
+
+impl From<LogError> for ApiError {
+    fn from(e: LogError) -> Self {
+        ApiError::new(e.error_code(), e.to_string())
     }
 }
 

@@ -29,8 +29,6 @@ pub mod producer_state;
 pub mod segment;
 pub mod validator;
 
-use std::fmt;
-
 pub use config::{CleanupPolicy, ConfigError, LogConfig, TopicCompression};
 pub use error::{LogError, Result};
 pub use log::{FetchData, LoadParams, LoadReport, LogAppendInfo, PartitionLog};
@@ -39,45 +37,6 @@ pub use manager::{
 };
 pub use segment::{FileSlice, LogSegment};
 pub use validator::AppendOrigin;
-
-/// A topic name and partition number; its directory is `<topic>-<partition>`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    pub topic: String,
-    pub partition: i32,
-}
-
-impl TopicPartition {
-    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
-        TopicPartition {
-            topic: topic.into(),
-            partition,
-        }
-    }
-
-    /// The partition's directory name.
-    pub fn dir_name(&self) -> String {
-        format!("{}-{}", self.topic, self.partition)
-    }
-
-    /// Parses a partition directory name (the topic may itself contain dashes).
-    pub fn parse_dir_name(name: &str) -> Option<Self> {
-        let (topic, partition) = name.rsplit_once('-')?;
-        if topic.is_empty()
-            || partition.is_empty()
-            || !partition.bytes().all(|b| b.is_ascii_digit())
-        {
-            return None;
-        }
-        Some(TopicPartition::new(topic, partition.parse().ok()?))
-    }
-}
-
-impl fmt::Display for TopicPartition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.topic, self.partition)
-    }
-}
 
 /// Milliseconds since the Unix epoch, from the system clock.
 pub fn now_ms() -> i64 {

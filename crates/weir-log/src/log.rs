@@ -26,7 +26,7 @@ use crate::segment::{
     DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use crate::validator::{self, AppendOrigin, ProducerBatchInfo};
-use crate::TopicPartition;
+use weir_kafka::TopicPartition;
 
 pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
 

@@ -18,7 +18,9 @@ use crate::cleaner::{self, Cleanability, OffsetMap};
 use crate::config::LogConfig;
 use crate::error::{LogError, Result};
 use crate::log::{LoadParams, PartitionLog};
-use crate::{now_ms, TopicPartition};
+use weir_kafka::TopicPartition;
+
+use crate::now_ms;
 
 pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
@@ -348,7 +350,7 @@ impl LogManager {
                     let job = queue.lock().map(|mut q| q.pop()).unwrap_or(None);
                     let Some(job) = job else { break };
                     let cfg = topic_configs
-                        .get(&job.tp.topic)
+                        .get(&*job.tp.topic)
                         .cloned()
                         .unwrap_or_else(|| config.default_config.clone());
                     let r = PartitionLog::open(&job.path, job.tp.clone(), cfg, job.params)
@@ -535,7 +537,7 @@ impl LogManager {
     /// New configuration for every partition of `topic`.
     pub fn update_topic_config(&self, topic: &str, config: Arc<LogConfig>) {
         for (tp, (_, log)) in self.state().logs.iter() {
-            if tp.topic == topic {
+            if &*tp.topic == topic {
                 log.lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .update_config(config.clone());

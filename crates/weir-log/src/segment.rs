@@ -12,7 +12,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use weir_record::{LogEntry, DEFAULT_MAX_DECOMPRESSED_BYTES, LOG_OVERHEAD};
+use weir_kafka::limits::MAX_DECOMPRESSED_BATCH_BYTES;
+use weir_record::{LogEntry, LOG_OVERHEAD};
 
 use crate::config::LogConfig;
 use crate::index::{OffsetIndex, TimeIndex, TimestampOffset};
@@ -802,7 +803,7 @@ impl LogSegment {
                 return Ok(ControlFlow::Continue(()));
             }
             // A damaged batch in a log we wrote ourselves is skipped, not fatal.
-            let Ok(records) = entry.records(DEFAULT_MAX_DECOMPRESSED_BYTES) else {
+            let Ok(records) = entry.records(MAX_DECOMPRESSED_BATCH_BYTES) else {
                 return Ok(ControlFlow::Continue(()));
             };
             for r in records.iter().flatten() {

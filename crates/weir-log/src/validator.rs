@@ -9,12 +9,10 @@ use weir_record::{
     RecordBatch, RecordBatchMut, RecordError, TimestampType, NO_TIMESTAMP,
 };
 
+use weir_kafka::limits::MAX_DECOMPRESSED_BATCH_BYTES;
+
 use crate::config::{LogConfig, TopicCompression};
 use crate::error::{LogError, Result};
-
-/// How far one produced batch may inflate while being validated. A batch that inflates
-/// further is refused as corrupt rather than allowed to take the broker's memory.
-pub const MAX_DECOMPRESSED_BYTES: usize = 64 * 1024 * 1024;
 
 /// Who is appending: clients are held to every rule; the broker's own writers (group
 /// coordinator, transaction markers) may write control batches.
@@ -214,7 +212,7 @@ fn assign_in_place(
     let mut max_ts = NO_TIMESTAMP;
     {
         let decoded = batch
-            .records(MAX_DECOMPRESSED_BYTES)
+            .records(MAX_DECOMPRESSED_BATCH_BYTES)
             .map_err(decode_error)?;
         let base = batch.base_offset();
         for (i, r) in decoded.iter().enumerate() {
@@ -284,8 +282,9 @@ fn rebuild(
     let v2_bytes: &[u8] = match LogEntry::parse(records).map_err(decode_error)? {
         LogEntry::V2(_) => records,
         LogEntry::Legacy(_) => {
-            converted = legacy::convert_to_v2(records, Compression::None, MAX_DECOMPRESSED_BYTES)
-                .map_err(decode_error)?;
+            converted =
+                legacy::convert_to_v2(records, Compression::None, MAX_DECOMPRESSED_BATCH_BYTES)
+                    .map_err(decode_error)?;
             &converted
         }
     };
@@ -306,7 +305,7 @@ fn rebuild(
     }
     let mut max_ts = NO_TIMESTAMP;
     let decoded = source
-        .records(MAX_DECOMPRESSED_BYTES)
+        .records(MAX_DECOMPRESSED_BATCH_BYTES)
         .map_err(decode_error)?;
     let mut headers: Vec<Header<'_>> = Vec::new();
     for r in decoded.iter() {

@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use common::*;
+use weir_kafka::TopicPartition;
 use weir_log::cleaner::{self, CrashPoint, OffsetMap};
-use weir_log::{AppendOrigin, CleanupPolicy, LoadParams, LogConfig, PartitionLog, TopicPartition};
+use weir_log::{AppendOrigin, CleanupPolicy, LoadParams, LogConfig, PartitionLog};
 use weir_record::Compression;
 
 fn compact_config() -> Arc<LogConfig> {

@@ -12,7 +12,8 @@ use std::path::Path;
 use std::process::Command;
 
 use common::*;
-use weir_log::{AppendOrigin, LoadParams, LogConfig, PartitionLog, TopicPartition};
+use weir_kafka::TopicPartition;
+use weir_log::{AppendOrigin, LoadParams, LogConfig, PartitionLog};
 use weir_record::Compression;
 
 fn check(pdir: &Path) -> Option<serde_json::Value> {

@@ -4,7 +4,8 @@
 mod common;
 
 use common::*;
-use weir_log::{AppendOrigin, LoadParams, LogConfig, PartitionLog, TopicPartition};
+use weir_kafka::TopicPartition;
+use weir_log::{AppendOrigin, LoadParams, LogConfig, PartitionLog};
 use weir_record::Compression;
 
 fn open(

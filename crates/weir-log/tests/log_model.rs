@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use common::*;
 use proptest::prelude::*;
-use weir_log::{AppendOrigin, LoadParams, LogConfig, PartitionLog, TopicPartition};
+use weir_kafka::TopicPartition;
+use weir_log::{AppendOrigin, LoadParams, LogConfig, PartitionLog};
 use weir_record::Compression;
 
 #[derive(Debug, Clone)]

@@ -7,10 +7,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use common::*;
+use weir_kafka::TopicPartition;
 use weir_log::cleaner::OffsetMap;
-use weir_log::{
-    AppendOrigin, CleanupPolicy, LogConfig, LogManager, LogManagerConfig, TopicPartition,
-};
+use weir_log::{AppendOrigin, CleanupPolicy, LogConfig, LogManager, LogManagerConfig};
 use weir_record::Compression;
 
 fn config(dirs: &[&std::path::Path]) -> LogManagerConfig {

@@ -26,8 +26,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use common::*;
+use weir_kafka::TopicPartition;
 use weir_log::durable::{self, SyncWatcher};
-use weir_log::{LogConfig, LogManager, LogManagerConfig, TopicPartition};
+use weir_log::{LogConfig, LogManager, LogManagerConfig};
 use weir_record::Compression;
 
 /// The panic payload of a simulated power loss.
@@ -259,7 +260,7 @@ fn no_acknowledged_record_is_lost_across_simulated_power_losses() {
                     .map(|r| (r.offset, r.value.unwrap()))
                     .collect();
                 let start = log.log_start_offset();
-                if tp.topic == "compact" {
+                if &*tp.topic == "compact" {
                     // The last acknowledged record of each key stays, unless a later record
                     // of that key is in the log.
                     let mut last: HashMap<&[u8], i64> = HashMap::new();

@@ -21,8 +21,6 @@ pub const NO_SEQUENCE: i32 = -1;
 pub const NO_PARTITION_LEADER_EPOCH: i32 = -1;
 /// A timestamp of -1 means "none" (v0 messages, empty batches).
 pub const NO_TIMESTAMP: i64 = -1;
-/// Default cap on how far one batch may inflate when decompressed.
-pub const DEFAULT_MAX_DECOMPRESSED_BYTES: usize = 128 * 1024 * 1024;
 
 // Field positions, from Kafka's DefaultRecordBatch.
 pub(crate) const BASE_OFFSET_AT: usize = 0;

@@ -7,11 +7,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::json;
-use weir_broker::acl::{
-    AclBinding, AclFilter, Authorizer, Operation, PatternFilter, PatternType, Permission,
-    ResourceType, CLUSTER_NAME,
+use weir_broker::acl::Authorizer;
+use weir_client::admin::Admin;
+use weir_kafka::acl::{
+    AclBinding, AclBindingFilter, Operation, PatternFilter, PatternType, Permission, ResourceType,
+    CLUSTER_NAME,
 };
-use weir_client::admin::{self as client, Admin};
 
 use crate::cli::{self, ClientArgs, Failure};
 
@@ -222,13 +223,13 @@ fn filters(
     resource: &Resource,
     entries: &Entries,
     default_pattern: PatternFilter,
-) -> Result<Vec<AclFilter>, Failure> {
+) -> Result<Vec<AclBindingFilter>, Failure> {
     let named = resource.named();
-    let base = AclFilter {
+    let base = AclBindingFilter {
         resource_type: named.as_ref().map(|(t, _)| *t),
         resource_name: named.map(|(_, n)| n),
         pattern: resource.pattern(default_pattern)?,
-        ..AclFilter::any()
+        ..AclBindingFilter::any()
     };
     let ops = entries.operations()?;
     let who = entries.who();
@@ -261,56 +262,6 @@ fn filters(
         }
     }
     Ok(out)
-}
-
-fn to_client(b: &AclBinding) -> client::AclBinding {
-    client::AclBinding {
-        resource_type: client::ResourceType::from_code(b.resource_type.code()).expect("same codes"),
-        resource_name: b.resource_name.clone(),
-        pattern_type: client::PatternType::from_code(b.pattern_type.code()).expect("same codes"),
-        principal: b.principal.clone(),
-        host: b.host.clone(),
-        operation: client::AclOperation::from_code(b.operation.code()).expect("same codes"),
-        permission_type: client::AclPermissionType::from_code(b.permission.code())
-            .expect("same codes"),
-    }
-}
-
-fn from_client(b: client::AclBinding) -> Result<AclBinding, Failure> {
-    let bad = || Failure::Failed(format!("the broker answered an ACL that is not one: {b:?}"));
-    Ok(AclBinding {
-        resource_type: ResourceType::from_code(b.resource_type.code()).ok_or_else(bad)?,
-        resource_name: b.resource_name.clone(),
-        pattern_type: PatternType::from_code(b.pattern_type.code()).ok_or_else(bad)?,
-        principal: b.principal.clone(),
-        host: b.host.clone(),
-        operation: Operation::from_code(b.operation.code()).ok_or_else(bad)?,
-        permission: Permission::from_code(b.permission_type.code()).ok_or_else(bad)?,
-    })
-}
-
-fn filter_to_client(f: &AclFilter) -> client::AclBindingFilter {
-    const ANY: i8 = weir_broker::acl::ANY;
-    client::AclBindingFilter {
-        resource_type: client::ResourceType::from_code(f.resource_type.map_or(ANY, |t| t.code()))
-            .expect("same codes"),
-        resource_name: f.resource_name.clone(),
-        pattern_type: match f.pattern {
-            PatternFilter::Any => client::PatternType::Any,
-            PatternFilter::Match => client::PatternType::Match,
-            PatternFilter::Exactly(t) => {
-                client::PatternType::from_code(t.code()).expect("same codes")
-            }
-        },
-        principal: f.principal.clone(),
-        host: f.host.clone(),
-        operation: client::AclOperation::from_code(f.operation.map_or(ANY, |o| o.code()))
-            .expect("same codes"),
-        permission_type: client::AclPermissionType::from_code(
-            f.permission.map_or(ANY, |p| p.code()),
-        )
-        .expect("same codes"),
-    }
 }
 
 /// The ACLs of a stopped broker's data directory, with its lock.
@@ -348,9 +299,8 @@ async fn execute(command: Command) -> Result<(), Failure> {
                 }
                 None => {
                     let admin = online(&target)?;
-                    let wire: Vec<client::AclBinding> = acls.iter().map(to_client).collect();
-                    for (b, r) in admin.create_acls(&wire).await.map_err(failed)? {
-                        r.map_err(|e| failed(format!("{b:?}: {e}")))?;
+                    for (b, r) in admin.create_acls(&acls).await.map_err(failed)? {
+                        r.map_err(|e| failed(format!("{}: {e}", b.describe())))?;
                     }
                 }
             }
@@ -386,12 +336,9 @@ async fn execute(command: Command) -> Result<(), Failure> {
                 }
                 None => {
                     let admin = online(&target)?;
-                    let wire: Vec<_> = fs.iter().map(filter_to_client).collect();
                     let mut out = Vec::new();
-                    for r in admin.delete_acls(&wire).await.map_err(failed)? {
-                        for b in r.map_err(failed)? {
-                            out.push(from_client(b)?);
-                        }
+                    for r in admin.delete_acls(&fs).await.map_err(failed)? {
+                        out.extend(r.map_err(failed)?);
                     }
                     out
                 }
@@ -416,14 +363,7 @@ async fn execute(command: Command) -> Result<(), Failure> {
                 Some(dir) => offline(dir)?.0.describe(&f),
                 None => {
                     let admin = online(&target)?;
-                    let found = admin
-                        .describe_acls(&filter_to_client(&f))
-                        .await
-                        .map_err(failed)?;
-                    found
-                        .into_iter()
-                        .map(from_client)
-                        .collect::<Result<_, _>>()?
+                    admin.describe_acls(&f).await.map_err(failed)?
                 }
             };
             acls.sort();

@@ -10,11 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde_json::{json, Map, Value};
+use weir_kafka::limits::MAX_DECOMPRESSED_BATCH_BYTES;
 use weir_log::checkpoint;
-use weir_record::{
-    ControlRecordType, EndTransactionMarker, EntryRecords, LogEntry, TimestampType,
-    DEFAULT_MAX_DECOMPRESSED_BYTES,
-};
+use weir_record::{ControlRecordType, EndTransactionMarker, EntryRecords, LogEntry, TimestampType};
 
 use crate::json;
 
@@ -27,7 +25,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Format::Json)]
     format: Format,
     /// Largest size one compressed batch may inflate to.
-    #[arg(long, default_value_t = DEFAULT_MAX_DECOMPRESSED_BYTES)]
+    #[arg(long, default_value_t = MAX_DECOMPRESSED_BATCH_BYTES)]
     max_decompressed_bytes: usize,
     /// Segment files (`.log`), offset indexes (`.index`), time indexes (`.timeindex`),
     /// offset and leader-epoch checkpoints, producer `.snapshot`s, `partition.metadata`,
@@ -147,7 +145,7 @@ fn dump_file<W: Write>(path: &Path, args: &Args, out: &mut Printer<W>) -> io::Re
         "log" => dump_segment(path, args, out),
         "offset-checkpoint" => {
             for (tp, offset) in checkpoint::read_offsets(path).map_err(invalid)? {
-                out.emit(json!({"kind": "checkpoint", "topic": tp.topic, "partition": tp.partition, "offset": offset}))?;
+                out.emit(json!({"kind": "checkpoint", "topic": &*tp.topic, "partition": tp.partition, "offset": offset}))?;
             }
             Ok(())
         }

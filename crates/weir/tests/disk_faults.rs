@@ -252,7 +252,8 @@ fn page_batch(i: i64, ts: i64) -> Vec<u8> {
 /// (A store into a hole of a mapped file on a full disk is SIGBUS: the process dies.)
 #[test]
 fn an_index_entry_on_a_full_disk_fails_its_append_not_the_process() {
-    use weir_log::{AppendOrigin, LoadParams, LogConfig, PartitionLog, TopicPartition};
+    use weir_kafka::TopicPartition;
+    use weir_log::{AppendOrigin, LoadParams, LogConfig, PartitionLog};
 
     let Some(fs) = Tmpfs::mount(4) else {
         return;

@@ -236,7 +236,8 @@ fn an_unreadable_file_fails_with_a_message() {
 
 #[test]
 fn reads_every_file_the_storage_engine_writes() {
-    use weir_log::{AppendOrigin, LogConfig, LogManager, LogManagerConfig, TopicPartition};
+    use weir_kafka::TopicPartition;
+    use weir_log::{AppendOrigin, LogConfig, LogManager, LogManagerConfig};
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = LogManagerConfig::new(dir.path());
     cfg.default_config = std::sync::Arc::new(LogConfig {

@@ -16,8 +16,14 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
-use crate::acl::{self, AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType};
-use crate::broker::{ApiError, Broker};
+use weir_kafka::acl::{
+    AclBinding, AclBindingFilter, Operation, PatternType, Permission, ResourceType,
+};
+
+use crate::acl;
+use weir_kafka::ApiError;
+
+use crate::broker::Broker;
 use crate::connection::RequestContext;
 
 fn sb(s: impl Into<String>) -> StrBytes {
@@ -141,7 +147,7 @@ pub fn describe_acls(
         resp.error_message = Some(sb(e.message));
         return resp;
     }
-    let filter = AclFilter::from_wire(
+    let filter = AclBindingFilter::from_wire(
         req.resource_type_filter,
         req.resource_name_filter.as_ref().map(|s| s.as_str()),
         req.pattern_type_filter,
@@ -203,11 +209,11 @@ pub fn delete_acls(
         resp.filter_results = req.filters.iter().map(|_| failed(&e)).collect();
         return resp;
     }
-    let filters: Vec<Result<AclFilter, ApiError>> = req
+    let filters: Vec<Result<AclBindingFilter, ApiError>> = req
         .filters
         .iter()
         .map(|f| {
-            AclFilter::from_wire(
+            AclBindingFilter::from_wire(
                 f.resource_type_filter,
                 f.resource_name_filter.as_ref().map(|s| s.as_str()),
                 f.pattern_type_filter,
@@ -219,7 +225,7 @@ pub fn delete_acls(
             .map_err(|m| ApiError::new(E::InvalidRequest, m))
         })
         .collect();
-    let valid: Vec<AclFilter> = filters
+    let valid: Vec<AclBindingFilter> = filters
         .iter()
         .filter_map(|f| f.as_ref().ok().cloned())
         .collect();

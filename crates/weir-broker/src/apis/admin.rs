@@ -23,16 +23,19 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
-use weir_log::config::ConfigSource;
+use weir_kafka::acl::{Operation, ResourceType};
+use weir_kafka::config::{
+    AlterConfigOpType, ConfigEntry, ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType,
+};
+use weir_kafka::ApiError;
 use weir_log::LogConfig;
 
-use crate::acl::{Operation, ResourceType};
-use crate::broker::{ApiError, Broker};
+use crate::broker::Broker;
 use crate::connection::RequestContext;
-use crate::topics;
+use crate::topics::Topic;
 
-const RESOURCE_TOPIC: i8 = 2;
-const RESOURCE_BROKER: i8 = 4;
+const RESOURCE_TOPIC: i8 = ConfigResourceType::Topic.code();
+const RESOURCE_BROKER: i8 = ConfigResourceType::Broker.code();
 
 fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
@@ -87,7 +90,7 @@ pub fn create_topics(
                     format!("{} may not create topic '{name}'", ctx.principal),
                 ));
             }
-            if topics::is_internal(&name) {
+            if weir_kafka::topic::is_internal(&name) {
                 return Err(ApiError::new(
                     E::InvalidRequest,
                     format!("'{name}' is an internal topic, created by the broker"),
@@ -162,20 +165,15 @@ pub fn create_topics(
                 } else if v >= 5 {
                     r.num_partitions = partitions;
                     r.replication_factor = 1;
-                    let keys: Vec<&str> = topic.overrides.keys().map(String::as_str).collect();
-                    let set: Vec<&str> =
-                        broker.config.set_keys.iter().map(String::as_str).collect();
                     r.configs = Some(
-                        topic
-                            .config
-                            .describe(&keys, &set)
+                        topic_config_entries(broker, &topic, false)
                             .into_iter()
                             .map(|e| {
                                 let mut c = CreatableTopicConfigs::default();
                                 c.name = s(e.name);
-                                c.value = Some(s(e.value));
+                                c.value = e.value.map(s);
                                 c.read_only = e.read_only;
-                                c.config_source = e.source.kafka_id();
+                                c.config_source = e.source.code();
                                 c.is_sensitive = e.sensitive;
                                 c
                             })
@@ -252,7 +250,7 @@ pub fn delete_topics(
             )),
         };
         let result = resolved.and_then(|n| {
-            if topics::is_internal(&n) {
+            if weir_kafka::topic::is_internal(&n) {
                 return Err(ApiError::new(
                     E::InvalidTopicException,
                     format!("the internal topic '{n}' cannot be deleted"),
@@ -314,7 +312,7 @@ pub fn create_partitions(
                     ));
                 }
             }
-            if topics::is_internal(&name) {
+            if weir_kafka::topic::is_internal(&name) {
                 return Err(ApiError::new(
                     E::InvalidTopicException,
                     format!("'{name}' is an internal topic"),
@@ -445,57 +443,11 @@ pub fn describe_configs(
                         Some(s(format!("topic '{}' does not exist", res.resource_name)));
                 }
                 Some(topic) => {
-                    let keys: Vec<&str> = topic.overrides.keys().map(String::as_str).collect();
-                    let set: Vec<&str> =
-                        broker.config.set_keys.iter().map(String::as_str).collect();
-                    for e in topic
-                        .config
-                        .describe(&keys, &set)
+                    r.configs = topic_config_entries(broker, &topic, req.include_synonyms)
                         .into_iter()
-                        .filter(|e| keep(e.name))
-                    {
-                        let mut c = DescribeConfigsResourceResult::default();
-                        c.name = s(e.name);
-                        c.value = Some(s(e.value.clone()));
-                        c.read_only = e.read_only;
-                        c.config_source = e.source.kafka_id();
-                        c.is_sensitive = e.sensitive;
-                        if req.include_synonyms {
-                            if let Some(o) = topic.overrides.get(e.name) {
-                                let mut syn = DescribeConfigsSynonym::default();
-                                syn.name = s(e.name);
-                                syn.value = Some(s(o.clone()));
-                                syn.source = ConfigSource::DynamicTopic.kafka_id();
-                                c.synonyms.push(syn);
-                            }
-                            for bk in LogConfig::broker_synonyms(e.name) {
-                                if let Some(bv) = broker.config.properties.get(*bk) {
-                                    let mut syn = DescribeConfigsSynonym::default();
-                                    syn.name = s(*bk);
-                                    syn.value = Some(s(bv.clone()));
-                                    syn.source = ConfigSource::StaticBroker.kafka_id();
-                                    c.synonyms.push(syn);
-                                }
-                            }
-                            if let Some(dv) = LogConfig::default().value_of(e.name) {
-                                let mut syn = DescribeConfigsSynonym::default();
-                                syn.name = s(LogConfig::broker_synonyms(e.name)
-                                    .first()
-                                    .copied()
-                                    .unwrap_or(e.name));
-                                syn.value = Some(s(dv));
-                                syn.source = ConfigSource::Default.kafka_id();
-                                c.synonyms.push(syn);
-                            }
-                        }
-                        if v >= 3 {
-                            c.config_type = e.config_type.kafka_id();
-                            if req.include_documentation {
-                                c.documentation = Some(s(e.documentation));
-                            }
-                        }
-                        r.configs.push(c);
-                    }
+                        .filter(|e| keep(&e.name))
+                        .map(|e| describe_result(e, v, req.include_documentation))
+                        .collect();
                 }
             },
             RESOURCE_BROKER => {
@@ -511,18 +463,24 @@ pub fn describe_configs(
                         .into_iter()
                         .filter(|(k, _, _)| keep(k))
                     {
-                        let mut c = DescribeConfigsResourceResult::default();
                         // As Kafka: secrets (a PEM private key, passwords) are never shown.
-                        c.is_sensitive = crate::tls::is_sensitive(&k);
-                        c.value = (!c.is_sensitive).then(|| s(val));
-                        c.name = s(k);
-                        c.read_only = true;
-                        // STATIC_BROKER_CONFIG = 4, DEFAULT_CONFIG = 5
-                        c.config_source = if set { 4 } else { 5 };
-                        if v >= 3 {
-                            c.config_type = 2; // STRING: broker values are shown as given
-                        }
-                        r.configs.push(c);
+                        let sensitive = crate::tls::is_sensitive(&k);
+                        let entry = ConfigEntry {
+                            name: k,
+                            value: (!sensitive).then_some(val),
+                            source: if set {
+                                ConfigSource::StaticBroker
+                            } else {
+                                ConfigSource::Default
+                            },
+                            read_only: true,
+                            sensitive,
+                            // Broker values are shown as they were given.
+                            config_type: ConfigType::String,
+                            documentation: None,
+                            synonyms: Vec::new(),
+                        };
+                        r.configs.push(describe_result(entry, v, false));
                     }
                 }
             }
@@ -536,6 +494,75 @@ pub fn describe_configs(
         resp.results.push(r);
     }
     resp
+}
+
+/// A topic's configs as DescribeConfigs (and CreateTopics v5+) report them, each with its
+/// synonyms when asked for, in order of precedence: the topic's own value, the broker keys
+/// set in server.properties, then Kafka's default.
+fn topic_config_entries(broker: &Broker, topic: &Topic, synonyms: bool) -> Vec<ConfigEntry> {
+    let keys: Vec<&str> = topic.overrides.keys().map(String::as_str).collect();
+    let set: Vec<&str> = broker.config.set_keys.iter().map(String::as_str).collect();
+    let mut entries = topic.config.describe(&keys, &set);
+    if synonyms {
+        let defaults = LogConfig::default();
+        for e in &mut entries {
+            if let Some(o) = topic.overrides.get(&e.name) {
+                e.synonyms.push(ConfigSynonym {
+                    name: e.name.clone(),
+                    value: Some(o.clone()),
+                    source: ConfigSource::DynamicTopic,
+                });
+            }
+            let broker_keys = LogConfig::broker_synonyms(&e.name);
+            for bk in broker_keys {
+                if let Some(bv) = broker.config.properties.get(*bk) {
+                    e.synonyms.push(ConfigSynonym {
+                        name: bk.to_string(),
+                        value: Some(bv.clone()),
+                        source: ConfigSource::StaticBroker,
+                    });
+                }
+            }
+            if let Some(dv) = defaults.value_of(&e.name) {
+                e.synonyms.push(ConfigSynonym {
+                    name: broker_keys
+                        .first()
+                        .map_or(e.name.clone(), |k| k.to_string()),
+                    value: Some(dv),
+                    source: ConfigSource::Default,
+                });
+            }
+        }
+    }
+    entries
+}
+
+/// One entry of a DescribeConfigs answer of version `v`.
+fn describe_result(e: ConfigEntry, v: i16, documentation: bool) -> DescribeConfigsResourceResult {
+    let mut c = DescribeConfigsResourceResult::default();
+    c.name = s(e.name);
+    c.value = e.value.map(s);
+    c.read_only = e.read_only;
+    c.config_source = e.source.code();
+    c.is_sensitive = e.sensitive;
+    c.synonyms = e
+        .synonyms
+        .into_iter()
+        .map(|syn| {
+            let mut d = DescribeConfigsSynonym::default();
+            d.name = s(syn.name);
+            d.value = syn.value.map(s);
+            d.source = syn.source.code();
+            d
+        })
+        .collect();
+    if v >= 3 {
+        c.config_type = e.config_type.code();
+        if documentation {
+            c.documentation = e.documentation.map(s);
+        }
+    }
+    c
 }
 
 /// Whether the client may describe (or alter) a resource's settings: a topic's need the
@@ -629,10 +656,10 @@ pub fn incremental_alter_configs(
     ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    const SET: i8 = 0;
-    const DELETE: i8 = 1;
-    const APPEND: i8 = 2;
-    const SUBTRACT: i8 = 3;
+    const SET: i8 = AlterConfigOpType::Set.code();
+    const DELETE: i8 = AlterConfigOpType::Delete.code();
+    const APPEND: i8 = AlterConfigOpType::Append.code();
+    const SUBTRACT: i8 = AlterConfigOpType::Subtract.code();
     let mut resp = IncrementalAlterConfigsResponse::default();
     for res in req.resources {
         let mut r = IncrementalResult::default();

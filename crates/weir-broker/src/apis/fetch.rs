@@ -18,12 +18,12 @@ use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError as E;
 use weir_log::{FileSlice, LogError};
 
-use crate::acl::{Operation, ResourceType};
 use crate::broker::{Broker, LEADER_EPOCH};
 use crate::connection::RequestContext;
 use crate::outgoing::{Outgoing, Part};
 use crate::quota::Kind;
 use crate::topics::Partition;
+use weir_kafka::acl::{Operation, ResourceType};
 
 /// One requested partition, resolved.
 struct Wanted {

@@ -30,9 +30,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
-use crate::acl::{Operation, ResourceType};
 use crate::broker::Broker;
 use crate::connection::RequestContext;
+use weir_kafka::acl::{Operation, ResourceType};
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;

@@ -12,16 +12,18 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
-use crate::acl::{Operation, ResourceType};
 use crate::broker::{Broker, LEADER_EPOCH};
 use crate::connection::RequestContext;
-use crate::topics::{self, Topic, OFFSETS_TOPIC};
+use weir_kafka::acl::{Operation, ResourceType};
+use weir_kafka::topic::{validate_topic_name, OFFSETS_TOPIC};
+
+use crate::topics::Topic;
 
 /// The cluster's "authorized operations" field, when asked for: 0 without DESCRIBE on
 /// the cluster, as Kafka answers.
 pub fn cluster_operations(broker: &Broker, ctx: &RequestContext) -> i32 {
     if broker.allowed_on_cluster(ctx, Operation::Describe) {
-        broker.authorized_operations(ctx, ResourceType::Cluster, crate::acl::CLUSTER_NAME)
+        broker.authorized_operations(ctx, ResourceType::Cluster, weir_kafka::acl::CLUSTER_NAME)
     } else {
         0
     }
@@ -154,7 +156,7 @@ pub fn metadata(
                     ),
                     Some(name) => match broker.topic(&name) {
                         Some(t) => topic_entry(broker, ctx, &t, include_ops),
-                        None => match topics::validate_topic_name(&name) {
+                        None => match validate_topic_name(&name) {
                             Err(_) => error_entry(
                                 Some(name),
                                 uuid::Uuid::nil(),

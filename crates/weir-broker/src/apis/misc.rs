@@ -10,10 +10,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
-use crate::acl::{Operation, ResourceType};
 use crate::apis::metadata::cluster_operations;
 use crate::broker::Broker;
 use crate::connection::RequestContext;
+use weir_kafka::acl::{Operation, ResourceType};
 
 pub fn init_producer_id(
     broker: &Arc<Broker>,

@@ -19,10 +19,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError as E;
 
-use crate::acl::{Operation, ResourceType};
 use crate::broker::{Broker, LEADER_EPOCH};
 use crate::connection::RequestContext;
 use crate::topics::Partition;
+use weir_kafka::acl::{Operation, ResourceType};
 
 /// The partition, if the client may do `op` to its topic (checked first, so a denied
 /// client cannot learn whether it exists) and it exists.

@@ -11,8 +11,10 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 use weir_log::AppendOrigin;
 
-use crate::acl::{Operation, ResourceType};
-use crate::broker::{ApiError, Broker, LEADER_EPOCH};
+use weir_kafka::acl::{Operation, ResourceType};
+use weir_kafka::ApiError;
+
+use crate::broker::{Broker, LEADER_EPOCH};
 use crate::connection::RequestContext;
 use crate::quota::Kind;
 use crate::topics::Partition;

@@ -16,8 +16,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
-use crate::acl::Operation;
-use crate::broker::{ApiError, Broker};
+use weir_kafka::acl::Operation;
+use weir_kafka::ApiError;
+
+use crate::broker::Broker;
 use crate::connection::RequestContext;
 use crate::quota::{check_value, Entity, Name};
 

@@ -17,11 +17,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
-use crate::acl::Operation;
 use crate::broker::Broker;
 use crate::connection::{encode, RequestContext};
 use crate::outgoing::Outgoing;
 use crate::sasl::{Credential, Scram, Session, MAX_ITERATIONS, MIN_ITERATIONS};
+use weir_kafka::acl::Operation;
 
 fn frame(ctx: &RequestContext, response: ResponseKind) -> Result<Outgoing, String> {
     encode(ctx.api_key, ctx.version, ctx.correlation_id, &response).map(Outgoing::Frame)

@@ -16,8 +16,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::config::AssignmentStrategy;
-use super::record::TopicPartition;
 use crate::error::{ClientError, Result};
+use weir_kafka::TopicPartition;
 
 pub use super::sticky::CooperativeStickyAssignor;
 
@@ -135,7 +135,7 @@ impl PartitionAssignor for RangeAssignor {
                 let start = per * i + i.min(extra);
                 let len = per + i32::from(i < extra);
                 let slot = out.entry(m.member_id.clone()).or_default();
-                slot.extend((start..start + len).map(|p| TopicPartition::new(topic, p)));
+                slot.extend((start..start + len).map(|p| TopicPartition::new(topic.as_str(), p)));
             }
         }
         for v in out.values_mut() {
@@ -197,7 +197,7 @@ impl PartitionAssignor for RoundRobinAssignor {
 pub(crate) fn group_by_topic(partitions: &[TopicPartition]) -> BTreeMap<&str, Vec<i32>> {
     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for tp in partitions {
-        by_topic.entry(&tp.topic).or_default().push(tp.partition);
+        by_topic.entry(&*tp.topic).or_default().push(tp.partition);
     }
     for v in by_topic.values_mut() {
         v.sort_unstable();

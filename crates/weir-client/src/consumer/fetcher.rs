@@ -20,11 +20,11 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::config::ConsumerConfig;
 use super::decode::{decode, AbortedTxn, DecodeOptions, Decoded};
-use super::record::TopicPartition;
 use super::subscription::{FetchState, SubscriptionState};
 use super::Event;
 use crate::cluster::{Cluster, Metadata};
 use crate::error::{ClientError, Result};
+use weir_kafka::TopicPartition;
 
 const FETCH_VERSIONS: (i16, i16) = (4, 12);
 
@@ -116,7 +116,7 @@ impl Fetcher {
             {
                 continue;
             }
-            let info = meta.topics.get(&tp.topic).and_then(|t| {
+            let info = meta.topics.get(&*tp.topic).and_then(|t| {
                 usize::try_from(tp.partition)
                     .ok()
                     .and_then(|i| t.partitions.get(i))
@@ -216,11 +216,14 @@ async fn fetch(
         if v >= 9 {
             fp.current_leader_epoch = p.leader_epoch;
         }
-        match topics.iter_mut().find(|t| t.topic.0.as_str() == p.tp.topic) {
+        match topics
+            .iter_mut()
+            .find(|t| t.topic.0.as_str() == &*p.tp.topic)
+        {
             Some(t) => t.partitions.push(fp),
             None => {
                 let mut t = FetchTopic::default();
-                t.topic = TopicName(StrBytes::from_string(p.tp.topic.clone()));
+                t.topic = TopicName(StrBytes::from_string(p.tp.topic.to_string()));
                 t.partitions.push(fp);
                 topics.push(t);
             }
@@ -237,12 +240,12 @@ async fn fetch(
     let opts = DecodeOptions {
         check_crcs: cfg.check_crcs,
         read_committed: cfg.isolation_level == super::config::IsolationLevel::ReadCommitted,
-        max_decompressed: weir_record::DEFAULT_MAX_DECOMPRESSED_BYTES,
+        max_decompressed: weir_kafka::limits::MAX_DECOMPRESSED_BATCH_BYTES,
     };
     let index: HashMap<(&str, i32), usize> = parts
         .iter()
         .enumerate()
-        .map(|(i, p)| ((p.tp.topic.as_str(), p.tp.partition), i))
+        .map(|(i, p)| ((&*p.tp.topic, p.tp.partition), i))
         .collect();
     let mut out = Vec::with_capacity(parts.len());
     for t in &resp.responses {

@@ -38,11 +38,12 @@ use super::assignor::{
     group_by_topic, CooperativeStickyAssignor, MemberSubscription,
 };
 use super::config::{AssignmentStrategy, ConsumerConfig};
-use super::record::{OffsetAndMetadata, TopicPartition};
+use super::record::OffsetAndMetadata;
 use super::Event;
 use crate::cluster::Cluster;
 use crate::conn::BrokerConnection;
 use crate::error::{ClientError, Result};
+use weir_kafka::TopicPartition;
 
 const JOIN_GROUP_VERSIONS: (i16, i16) = (0, 9);
 const SYNC_GROUP_VERSIONS: (i16, i16) = (0, 5);
@@ -1059,7 +1060,7 @@ async fn commit_once(
             p.committed_leader_epoch = o.leader_epoch.unwrap_or(-1);
         }
         p.committed_metadata = Some(sb(&o.metadata));
-        by_topic.entry(&tp.topic).or_default().push(p);
+        by_topic.entry(&*tp.topic).or_default().push(p);
     }
     req.topics = by_topic
         .into_iter()

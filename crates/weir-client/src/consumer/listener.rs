@@ -8,9 +8,11 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::record::{OffsetAndMetadata, TopicPartition};
+use super::record::OffsetAndMetadata;
+
 use super::subscription::{FetchState, ResetTo, SubscriptionState};
 use crate::error::Result;
+use weir_kafka::TopicPartition;
 
 /// Told when the group takes partitions away from this consumer or gives it new ones.
 ///

@@ -51,9 +51,8 @@ pub use config::{
     AssignmentStrategy, AutoOffsetReset, ConsumerConfig, IsolationLevel, RebalanceProtocol,
 };
 pub use listener::{RebalanceContext, RebalanceListener};
-pub use record::{
-    ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TimestampType, TopicPartition,
-};
+pub use record::{ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TimestampType};
+use weir_kafka::TopicPartition;
 
 /// How long to wait before asking again for the metadata of a topic the broker says does
 /// not exist (a subscribed topic may be created at any time).
@@ -774,7 +773,7 @@ impl Consumer {
 
     fn wanted_topics(&self) -> BTreeSet<String> {
         let mut topics = self.subs.subscribed_topics();
-        topics.extend(self.subs.assigned.keys().map(|tp| tp.topic.clone()));
+        topics.extend(self.subs.assigned.keys().map(|tp| tp.topic.to_string()));
         if let Some(g) = &self.group {
             topics.extend(g.topics_snapshot.keys().cloned());
         }
@@ -944,7 +943,7 @@ impl Consumer {
                 let topics = self.subs.subscribed_topics();
                 owned
                     .into_iter()
-                    .filter(|tp| !topics.contains(&tp.topic))
+                    .filter(|tp| !topics.contains(&*tp.topic))
                     .collect()
             }
         };
@@ -1020,7 +1019,7 @@ impl Consumer {
         let (assigned, foreign): (BTreeSet<TopicPartition>, BTreeSet<TopicPartition>) = j
             .assignment
             .into_iter()
-            .partition(|tp| topics.contains(&tp.topic));
+            .partition(|tp| topics.contains(&*tp.topic));
         if !foreign.is_empty() {
             warn!(
                 foreign = %list(&foreign),
@@ -1050,7 +1049,7 @@ impl Consumer {
         self.invoke(Callback::Assigned, &added).await;
         self.meta.wanted |= added
             .iter()
-            .any(|tp| !self.meta.snapshot.topics.contains_key(&tp.topic));
+            .any(|tp| !self.meta.snapshot.topics.contains_key(&*tp.topic));
         Ok(())
     }
 

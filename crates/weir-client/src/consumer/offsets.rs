@@ -15,9 +15,9 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::config::ConsumerConfig;
-use super::record::TopicPartition;
 use crate::cluster::Cluster;
 use crate::error::{ClientError, Result};
+use weir_kafka::TopicPartition;
 
 const LIST_OFFSETS_VERSIONS: (i16, i16) = (1, 7);
 
@@ -49,7 +49,7 @@ pub(crate) async fn list_offsets(
     let mut refresh = false;
     let mut last_error: Option<ClientError> = None;
     while !pending.is_empty() {
-        let topics: BTreeSet<&str> = pending.keys().map(|tp| tp.topic.as_str()).collect();
+        let topics: BTreeSet<&str> = pending.keys().map(|tp| &*tp.topic).collect();
         let mut meta = cluster.metadata();
         if refresh || topics.iter().any(|t| !meta.topics.contains_key(*t)) {
             let names: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
@@ -65,7 +65,7 @@ pub(crate) async fn list_offsets(
         // Partitions by leader; those without one wait for fresher metadata.
         let mut by_leader: BTreeMap<i32, Vec<(TopicPartition, i64, i32)>> = BTreeMap::new();
         for (tp, ts) in &pending {
-            let leader = meta.topics.get(&tp.topic).and_then(|t| {
+            let leader = meta.topics.get(&*tp.topic).and_then(|t| {
                 usize::try_from(tp.partition)
                     .ok()
                     .and_then(|i| t.partitions.get(i))
@@ -79,7 +79,7 @@ pub(crate) async fn list_offsets(
                 }
                 _ => {
                     refresh = true;
-                    let code = meta.topic_errors.get(&tp.topic).copied().unwrap_or(3);
+                    let code = meta.topic_errors.get(&*tp.topic).copied().unwrap_or(3);
                     last_error = Some(ClientError::kafka(code, Some(format!("partition {tp}"))));
                 }
             }
@@ -163,7 +163,7 @@ async fn ask(
         if v >= 4 {
             p.current_leader_epoch = *epoch;
         }
-        by_topic.entry(&tp.topic).or_default().push(p);
+        by_topic.entry(&*tp.topic).or_default().push(p);
     }
     req.topics = by_topic
         .into_iter()

@@ -1,39 +1,10 @@
-//! What the consumer hands out and takes in: `ConsumerRecord`, `TopicPartition`,
-//! `OffsetAndMetadata` (a commit) and `OffsetAndTimestamp` (an answer of `offsets_for_times`).
+//! What the consumer hands out and takes in: `ConsumerRecord`, `OffsetAndMetadata` (a commit) and `OffsetAndTimestamp` (an answer of `offsets_for_times`).
 //! Plain data: no I/O here.
 
-use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
-
-/// A partition of a topic. Displays as Kafka prints it: `topic-partition`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    pub topic: String,
-    pub partition: i32,
-}
-
-impl TopicPartition {
-    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
-        TopicPartition {
-            topic: topic.into(),
-            partition,
-        }
-    }
-}
-
-impl fmt::Display for TopicPartition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.topic, self.partition)
-    }
-}
-
-impl<T: Into<String>> From<(T, i32)> for TopicPartition {
-    fn from((topic, partition): (T, i32)) -> Self {
-        TopicPartition::new(topic, partition)
-    }
-}
+use weir_kafka::TopicPartition;
 
 /// How a record's timestamp was set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -23,7 +23,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::assignor::{MemberSubscription, PartitionAssignor};
-use super::record::TopicPartition;
+use weir_kafka::TopicPartition;
 
 /// Kafka's `CooperativeStickyAssignor`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -104,7 +104,7 @@ impl<'a> Plan<'a> {
             .iter()
             .map(|p| {
                 (0..member_ids.len())
-                    .filter(|&m| subscriptions[m].contains(p.topic.as_str()))
+                    .filter(|&m| subscriptions[m].contains(&*p.topic))
                     .collect()
             })
             .collect();
@@ -116,7 +116,7 @@ impl<'a> Plan<'a> {
             let mut seen = BTreeSet::new();
             for tp in &sub.owned_partitions {
                 let Some(&p) = index.get(tp) else { continue };
-                if !subscriptions[m].contains(tp.topic.as_str()) || !seen.insert(p) {
+                if !subscriptions[m].contains(&*tp.topic) || !seen.insert(p) {
                     continue;
                 }
                 let entry = best.entry(p).or_insert((generation, Vec::new()));
@@ -271,7 +271,7 @@ mod tests {
         let counts: Vec<usize> = ["a", "b", "c"].iter().map(|m| out[*m].len()).collect();
         assert_eq!(counts.iter().sum::<usize>(), 6);
         assert!(counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1);
-        assert!(out["b"].iter().all(|p| p.topic == "x"));
-        assert!(out["c"].iter().all(|p| p.topic == "y"));
+        assert!(out["b"].iter().all(|p| &*p.topic == "x"));
+        assert!(out["c"].iter().all(|p| &*p.topic == "y"));
     }
 }

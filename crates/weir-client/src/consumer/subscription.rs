@@ -10,8 +10,10 @@ use std::time::Instant;
 
 use indexmap::IndexMap;
 
-use super::record::{ConsumerRecord, OffsetAndMetadata, TopicPartition};
+use super::record::{ConsumerRecord, OffsetAndMetadata};
+
 use crate::error::ClientError;
+use weir_kafka::TopicPartition;
 
 /// Per-record memory beyond its bytes (the `ConsumerRecord` itself), counted against the
 /// prefetch budget so that many tiny records cannot pile up unbounded.
@@ -341,7 +343,7 @@ mod tests {
 
     fn rec(tp: &TopicPartition, offset: i64) -> ConsumerRecord {
         ConsumerRecord {
-            topic: Arc::from(tp.topic.as_str()),
+            topic: Arc::from(&*tp.topic),
             partition: tp.partition,
             offset,
             timestamp: 0,

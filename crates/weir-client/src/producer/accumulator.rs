@@ -16,6 +16,8 @@ use weir_record::{
     RECORD_BATCH_OVERHEAD,
 };
 
+use weir_kafka::TopicPartition;
+
 use crate::error::{ClientError, Result};
 use crate::producer::buffer_pool::BufferPool;
 use crate::producer::record::{Notifier, RecordMetadata};
@@ -28,13 +30,6 @@ pub type AssignProducerFields<'a> =
 /// The batches of every partition. Looked up for every record, so hashed with foldhash
 /// rather than SipHash (the keys are our own topic names, not an attacker's).
 type Queues = HashMap<TopicPartition, VecDeque<ProducerBatch>, foldhash::fast::RandomState>;
-
-/// A topic and partition.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    pub topic: Arc<str>,
-    pub partition: i32,
-}
 
 /// What the sender needs to know about one record once its batch is answered.
 struct Thunk {
@@ -594,10 +589,12 @@ impl Accumulator {
             .as_ref()
             .map(|b| weir_record::RecordBatch::parse(b))
         {
-            Some(Ok(parsed)) => match parsed.records(weir_record::DEFAULT_MAX_DECOMPRESSED_BYTES) {
-                Ok(r) => r,
-                Err(_) => return Err(Box::new(batch)),
-            },
+            Some(Ok(parsed)) => {
+                match parsed.records(weir_kafka::limits::MAX_DECOMPRESSED_BATCH_BYTES) {
+                    Ok(r) => r,
+                    Err(_) => return Err(Box::new(batch)),
+                }
+            }
             _ => return Err(Box::new(batch)),
         };
         let owned: Vec<_> = match records.iter().collect::<std::result::Result<Vec<_>, _>>() {

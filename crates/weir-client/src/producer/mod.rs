@@ -20,11 +20,12 @@ use crate::cluster::Cluster;
 use crate::config::ProducerConfig;
 use crate::error::{ClientError, Result};
 use crate::partitioner::{BuiltInPartitioner, DefaultPartitioner, Partitioner};
-use accumulator::{Accumulator, AccumulatorConfig, TopicPartition};
+use accumulator::{Accumulator, AccumulatorConfig};
 use buffer_pool::BufferPool;
 use record::Notifier;
 pub use record::{DeliveryFuture, DeliveryListener, ProducerRecord, RecordMetadata};
 use sender::Sender;
+use weir_kafka::TopicPartition;
 
 /// A Kafka producer. Cheap to clone; every clone feeds the same batches.
 #[derive(Clone)]

@@ -21,7 +21,8 @@ use tokio::sync::Semaphore;
 use crate::cluster::Cluster;
 use crate::config::{Acks, ProducerConfig};
 use crate::error::{ClientError, Result};
-use crate::producer::accumulator::{Accumulator, ProducerBatch, TopicPartition};
+use crate::producer::accumulator::{Accumulator, ProducerBatch};
+use weir_kafka::TopicPartition;
 
 const PRODUCE_VERSIONS: (i16, i16) = (3, 9);
 const INIT_PRODUCER_ID_VERSIONS: (i16, i16) = (0, 4);

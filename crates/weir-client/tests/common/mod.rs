@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use weir_broker::{BrokerConfig, RunningBroker};
-use weir_record::{LogEntries, DEFAULT_MAX_DECOMPRESSED_BYTES};
+use weir_kafka::limits::MAX_DECOMPRESSED_BATCH_BYTES;
+use weir_record::LogEntries;
 
 pub struct TestBroker {
     pub running: Option<RunningBroker>,
@@ -63,7 +64,7 @@ impl TestBroker {
             for e in LogEntries::new(&bytes) {
                 let Ok((_, e)) = e else { break };
                 next = next.max(e.last_offset() + 1);
-                for r in e.records(DEFAULT_MAX_DECOMPRESSED_BYTES).unwrap().iter() {
+                for r in e.records(MAX_DECOMPRESSED_BATCH_BYTES).unwrap().iter() {
                     let r = r.unwrap();
                     if r.offset >= offset {
                         out.push((

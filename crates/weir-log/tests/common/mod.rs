@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
+use weir_kafka::limits::MAX_DECOMPRESSED_BATCH_BYTES;
 use weir_log::{LogConfig, PartitionLog};
-use weir_record::{BatchBuilder, Compression, LogEntries, DEFAULT_MAX_DECOMPRESSED_BYTES};
+use weir_record::{BatchBuilder, Compression, LogEntries};
 
 /// A record as the tests see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,7 +53,7 @@ pub fn decode(bytes: &[u8]) -> Vec<Rec> {
     for item in LogEntries::new(bytes) {
         let Ok((_, entry)) = item else { break };
         assert!(entry.is_crc_valid(), "a stored batch has a bad CRC");
-        let records = entry.records(DEFAULT_MAX_DECOMPRESSED_BYTES).unwrap();
+        let records = entry.records(MAX_DECOMPRESSED_BATCH_BYTES).unwrap();
         for r in records.iter() {
             let r = r.unwrap();
             out.push(Rec {
