@@ -16,15 +16,13 @@ use weir_record::{BatchBuilder, Compression, LogEntries};
 
 use weir_kafka::acl::{Operation, ResourceType};
 
-use crate::acl::Authorizer;
 use crate::config::BrokerConfig;
-use crate::connection::RequestContext;
-use crate::connection::RequestMemory;
-use crate::group::{GroupCoordinator, GroupStore};
-use crate::topics::{self, Partition, StoredTopic, Topic};
-
-/// The leader epoch of every partition: one node leads forever.
-pub const LEADER_EPOCH: i32 = 0;
+use crate::memory::RequestMemory;
+use crate::partition::Partition;
+use crate::request::RequestContext;
+use crate::topics::{self, StoredTopic, Topic};
+use weir_group::{GroupCoordinator, GroupStore};
+use weir_security::acl::Authorizer;
 
 /// Producer ids are handed out from blocks reserved in `producer-id-block`, so a restart
 /// never reuses one.
@@ -52,11 +50,11 @@ pub struct Broker {
     /// batch up to `weir_log::MAX_DECOMPRESSED_BYTES` to validate it.
     pub inflate_slots: Semaphore,
     /// SCRAM credentials (`weir-users.json` in the first data directory).
-    pub users: crate::sasl::Users,
+    pub users: weir_security::sasl::Users,
     /// The ACLs and their checks, when `authorizer.class.name` is set.
     pub authorizer: Option<Authorizer>,
     /// Client byte-rate quotas (`weir-quotas.json` in the first data directory).
-    pub quotas: crate::quota::Quotas,
+    pub quotas: weir_security::quota::Quotas,
 }
 
 /// Persists group state into `__consumer_offsets`, created on first use.
@@ -87,14 +85,8 @@ impl GroupStore for OffsetsTopicStore {
                 .map_err(|_| E::UnknownServerError.code())?;
         }
         let bytes = b.build().map_err(|_| E::UnknownServerError.code())?.bytes;
-        let result = p.observe(p.lock_log().and_then(|mut log| {
-            log.append_as_leader(bytes, LEADER_EPOCH, now_ms, AppendOrigin::Coordinator)
-        }));
-        match result {
-            Ok(_) => {
-                p.appended.notify_waiters();
-                Ok(())
-            }
+        match p.append_bytes(bytes.into(), AppendOrigin::Coordinator, &topic.config) {
+            Ok(_) => Ok(()),
             Err(e) => {
                 tracing::error!("writing to {OFFSETS_TOPIC}-{partition}: {e}");
                 Err(e.kafka_error_code())
@@ -177,7 +169,7 @@ impl Broker {
         });
         let groups = GroupCoordinator::new(config.group.clone(), store.clone());
         let producer_ids = reserve_producer_ids(&config.log_dirs[0], 0)?;
-        let users = crate::sasl::Users::load(&config.log_dirs[0])?;
+        let users = weir_security::sasl::Users::load(&config.log_dirs[0])?;
         let authorizer = match &config.authorizer {
             Some(a) => Some(Authorizer::load(
                 &config.log_dirs[0],
@@ -186,7 +178,7 @@ impl Broker {
             )?),
             None => None,
         };
-        let quotas = crate::quota::Quotas::load(&config.log_dirs[0], config.quota_windows)?;
+        let quotas = weir_security::quota::Quotas::load(&config.log_dirs[0], config.quota_windows)?;
         let (shutdown, _) = watch::channel(false);
         let request_memory = RequestMemory::new(config.queued_max_request_bytes);
         let broker = Arc::new(Broker {

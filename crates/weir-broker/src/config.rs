@@ -12,7 +12,10 @@ use std::sync::Arc;
 
 use weir_log::{LogConfig, LogManagerConfig};
 
-use crate::group::GroupConfig;
+use weir_group::GroupConfig;
+use weir_security::acl::AuthorizerConfig;
+use weir_security::sasl::SaslListener;
+use weir_security::{principal, quota, tls};
 
 /// A listener: a name (`PLAINTEXT`, or any name mapped in `listener.security.protocol.map`),
 /// where to bind, and what to tell clients.
@@ -38,105 +41,6 @@ impl Listener {
     }
 }
 
-/// A SASL listener: the mechanisms it offers, and PLAIN's users from its JAAS
-/// configuration (`user_<name>="<password>"`, as Kafka's PlainLoginModule).
-#[derive(Debug, Clone, Default)]
-pub struct SaslListener {
-    pub mechanisms: Vec<String>,
-    pub plain_users: BTreeMap<String, String>,
-    /// `connections.max.reauth.ms`: how long an authentication lasts (KIP-368); 0, for
-    /// ever.
-    pub reauth_ms: u64,
-}
-
-impl SaslListener {
-    fn from_properties(name: &str, props: &BTreeMap<String, String>) -> Result<Self, String> {
-        let prefix = format!("listener.name.{}.", name.to_ascii_lowercase());
-        let get = |key: &str| {
-            props
-                .get(&format!("{prefix}{key}"))
-                .or_else(|| props.get(key))
-        };
-        let mechanisms: Vec<String> = match get("sasl.enabled.mechanisms") {
-            // Kafka's default is GSSAPI, which Weir does not offer: SCRAM instead.
-            None => vec!["SCRAM-SHA-256".into(), "SCRAM-SHA-512".into()],
-            Some(list) => list
-                .split(',')
-                .map(|m| m.trim().to_ascii_uppercase())
-                .filter(|m| !m.is_empty())
-                .collect(),
-        };
-        for m in &mechanisms {
-            if crate::sasl::Exchange::start(m).is_none() {
-                return Err(format!(
-                    "listener {name}: SASL mechanism {m} is not offered (PLAIN, SCRAM-SHA-256, \
-                     SCRAM-SHA-512)"
-                ));
-            }
-        }
-        if mechanisms.is_empty() {
-            return Err(format!("listener {name}: sasl.enabled.mechanisms is empty"));
-        }
-        let jaas = get("plain.sasl.jaas.config").or_else(|| get("sasl.jaas.config"));
-        let reauth_ms = match get("connections.max.reauth.ms") {
-            None => 0,
-            Some(v) => v.trim().parse::<i64>().map_err(|_| {
-                format!("connections.max.reauth.ms={v}: not a number of milliseconds")
-            })?,
-        };
-        Ok(SaslListener {
-            reauth_ms: reauth_ms.max(0) as u64,
-            mechanisms,
-            plain_users: jaas
-                .map(|j| crate::sasl::jaas_plain_users(j))
-                .unwrap_or_default(),
-        })
-    }
-}
-
-/// The authorizer's settings, as Kafka names them.
-#[derive(Debug, Clone)]
-pub struct AuthorizerConfig {
-    /// `super.users`: principals every check allows.
-    pub super_users: std::collections::BTreeSet<String>,
-    /// `allow.everyone.if.no.acl.found`: a resource no ACL names is open to all.
-    pub allow_everyone_if_no_acl_found: bool,
-}
-
-impl AuthorizerConfig {
-    fn from_properties(props: &BTreeMap<String, String>) -> Result<Option<Self>, String> {
-        let class = props.get("authorizer.class.name").map_or("", |s| s.trim());
-        if class.is_empty() {
-            for key in ["super.users", "allow.everyone.if.no.acl.found"] {
-                if props.contains_key(key) {
-                    return Err(format!(
-                        "{key} is set but authorizer.class.name is not: set authorizer.class.name={} \
-                         to check ACLs",
-                        crate::acl::AUTHORIZER_CLASSES[0]
-                    ));
-                }
-            }
-            return Ok(None);
-        }
-        if !crate::acl::AUTHORIZER_CLASSES.contains(&class) {
-            return Err(format!(
-                "authorizer.class.name={class}: Weir's authorizer is Kafka's ACL model; use {}",
-                crate::acl::AUTHORIZER_CLASSES.join(" or ")
-            ));
-        }
-        Ok(Some(AuthorizerConfig {
-            super_users: crate::acl::parse_super_users(
-                props.get("super.users").map_or("", |s| s.as_str()),
-            )?,
-            allow_everyone_if_no_acl_found: parse_bool(
-                props,
-                "allow.everyone.if.no.acl.found",
-                false,
-            )?,
-        }))
-    }
-}
-
 /// Everything the broker needs to start.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -148,14 +52,14 @@ pub struct BrokerConfig {
     pub tls: BTreeMap<String, Arc<rustls::ServerConfig>>,
     /// How each `SSL` listener names client-certificate principals
     /// (`ssl.principal.mapping.rules`), by name.
-    pub ssl_principals: BTreeMap<String, Arc<crate::principal::PrincipalMapper>>,
+    pub ssl_principals: BTreeMap<String, Arc<principal::PrincipalMapper>>,
     /// The SASL setup of each `SASL_PLAINTEXT` or `SASL_SSL` listener, by name.
     pub sasl: BTreeMap<String, SaslListener>,
     /// `authorizer.class.name` set: ACLs are checked on every request.
     pub authorizer: Option<AuthorizerConfig>,
     /// `quota.window.num` and `quota.window.size.seconds`: how client byte rates are
     /// measured.
-    pub quota_windows: crate::quota::Windows,
+    pub quota_windows: quota::Windows,
     pub log_dirs: Vec<PathBuf>,
     /// Topic defaults from the broker's log settings.
     pub log_defaults: Arc<LogConfig>,
@@ -453,10 +357,10 @@ impl BrokerConfig {
                 .find_map(|m| setting.strip_prefix(m))
                 .unwrap_or(setting);
             if setting.starts_with("ssl.") {
-                if crate::tls::HONOURED.contains(&setting) {
+                if tls::HONOURED.contains(&setting) {
                     continue;
                 }
-                if let Some((_, why)) = crate::tls::IGNORED.iter().find(|(k, _)| *k == setting) {
+                if let Some((_, why)) = tls::IGNORED.iter().find(|(k, _)| *k == setting) {
                     tracing::info!("ignoring {key}: {why}");
                     continue;
                 }
@@ -502,17 +406,17 @@ impl BrokerConfig {
             match protocol_map.get(&l.name).map(String::as_str) {
                 Some("PLAINTEXT") => {}
                 Some("SSL") => {
-                    tls.insert(l.name.clone(), crate::tls::server_config(&l.name, &props)?);
+                    tls.insert(l.name.clone(), tls::server_config(&l.name, &props)?);
                     ssl_principals.insert(
                         l.name.clone(),
-                        Arc::new(crate::tls::principal_mapper(&l.name, &props)?),
+                        Arc::new(tls::principal_mapper(&l.name, &props)?),
                     );
                 }
                 Some("SASL_PLAINTEXT") => {
                     sasl.insert(l.name.clone(), SaslListener::from_properties(&l.name, &props)?);
                 }
                 Some("SASL_SSL") => {
-                    tls.insert(l.name.clone(), crate::tls::server_config(&l.name, &props)?);
+                    tls.insert(l.name.clone(), tls::server_config(&l.name, &props)?);
                     sasl.insert(l.name.clone(), SaslListener::from_properties(&l.name, &props)?);
                 }
                 Some(p) => return Err(format!("listener {}: unknown security protocol {p}", l.name)),
@@ -619,7 +523,7 @@ impl BrokerConfig {
             offsets_topic_partitions: parse(&props, "offsets.topic.num.partitions", 50i32)?,
             offset_metadata_max_bytes: parse(&props, "offset.metadata.max.bytes", 4096usize)?,
         };
-        let quota_windows = crate::quota::Windows {
+        let quota_windows = quota::Windows {
             samples: parse(&props, "quota.window.num", 11i64)?,
             window_ms: parse(&props, "quota.window.size.seconds", 1i64)?.saturating_mul(1000),
         };
@@ -804,7 +708,10 @@ mod tests {
         let e = cfg(&[("super.users", "User:admin")]).unwrap_err();
         assert!(e.contains("set authorizer.class.name"), "{e}");
         let e = cfg(&[
-            ("authorizer.class.name", crate::acl::AUTHORIZER_CLASSES[0]),
+            (
+                "authorizer.class.name",
+                weir_security::acl::AUTHORIZER_CLASSES[0],
+            ),
             ("super.users", "admin"),
         ])
         .unwrap_err();

@@ -10,57 +10,24 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
-use kafka_protocol::protocol::{Decodable, Encodable};
-use kafka_protocol::ResponseError as E;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, ReadBuf};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use kafka_protocol::ResponseError as E;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use weir_security::Session;
 
 use crate::apis;
 use crate::broker::Broker;
-use crate::outgoing::Outgoing;
-
-/// What a handler knows about the request it serves.
-#[derive(Debug)]
-pub struct RequestContext {
-    pub api_key: ApiKey,
-    pub version: i16,
-    pub correlation_id: i32,
-    pub client_id: String,
-    pub peer: SocketAddr,
-    /// The listener the client connected through (Metadata advertises that one).
-    pub listener: Arc<str>,
-    /// Kafka's principal: `User:<name>` after SASL, else `User:ANONYMOUS`. Shared, so
-    /// that a request costs no allocation for it.
-    pub principal: Arc<str>,
-    /// The client's address as ACLs name hosts (`10.0.0.7`, `::1`).
-    pub host: Arc<str>,
-    /// The request frame's size in bytes: what a produce quota counts.
-    pub size: usize,
-    /// Set by a handler whose client went over its quota: how long, in ms, this
-    /// connection is not read after the response (KIP-219).
-    pub throttle_ms: std::sync::atomic::AtomicU32,
-}
-
-impl RequestContext {
-    /// The user part of the principal (`alice` for `User:alice`), as quotas name users.
-    pub fn user(&self) -> &str {
-        self.principal
-            .split_once(':')
-            .map_or(&*self.principal, |(_, name)| name)
-    }
-
-    pub fn throttle(&self, ms: u32) {
-        self.throttle_ms
-            .fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
-    }
-}
+use crate::memory::RequestMemory;
+use crate::request::{RequestContext, Response};
+use crate::versions::api_versions_response;
+use crate::wire::{self, Decoded, Outgoing};
 
 /// How long a client over its quota waits: its connection is not read for `ms`. Clients
 /// from before KIP-219 (Produce below v6, Fetch below v8) do not back off by themselves,
@@ -69,33 +36,6 @@ impl RequestContext {
 struct Mute {
     ms: u32,
     delay_response: bool,
-}
-
-/// The broker's request memory, `queued.max.request.bytes`, counted in KiB: request
-/// frames while they are read and handled. When it is all taken, connections wait before
-/// reading more.
-pub struct RequestMemory {
-    pool: Arc<Semaphore>,
-    total_kib: usize,
-}
-
-impl RequestMemory {
-    pub fn new(bytes: usize) -> RequestMemory {
-        let total_kib = bytes
-            .div_ceil(1024)
-            .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
-        RequestMemory {
-            pool: Arc::new(Semaphore::new(total_kib)),
-            total_kib,
-        }
-    }
-
-    /// Takes `bytes` of the pool, waiting for them; one take larger than the whole pool
-    /// takes all of it. `None` once the pool is closed.
-    pub async fn take(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
-        let kib = bytes.div_ceil(1024).clamp(1, self.total_kib) as u32;
-        self.pool.clone().acquire_many_owned(kib).await.ok()
-    }
 }
 
 /// Reads for requests smaller than this share one buffer per connection, which may hold
@@ -283,13 +223,13 @@ impl FrameReader {
 
 /// Serves one connection until the client goes away, errs, idles out, or the broker stops.
 pub async fn serve(broker: Arc<Broker>, stream: Stream, peer: SocketAddr, listener: Arc<str>) {
-    let mut session = crate::sasl::Session::new(broker.config.sasl.get(&*listener).cloned(), peer);
+    let mut session = Session::new(broker.config.sasl.get(&*listener).cloned(), peer);
     // On an SSL listener a client certificate names the principal, as in Kafka; one the
     // mapping rules cannot name is refused, like a failed authentication.
     if let (Stream::Tls(s), Some(mapper)) = (&stream, broker.config.ssl_principals.get(&*listener))
     {
         if let Some(cert) = s.get_ref().1.peer_certificates().and_then(|c| c.first()) {
-            let named = crate::principal::subject_dn(cert).and_then(|dn| mapper.name(&dn));
+            let named = weir_security::principal::subject_dn(cert).and_then(|dn| mapper.name(&dn));
             match named {
                 Ok(name) => session.principal = Arc::from(format!("User:{name}")),
                 Err(e) => {
@@ -417,7 +357,7 @@ async fn pause(ms: u32, shutdown: &mut tokio::sync::watch::Receiver<bool>) -> bo
 /// A SASL token after a v0 SaslHandshake: the answer goes back bare too, size-prefixed.
 fn bare_sasl_token(
     broker: &Broker,
-    session: &mut crate::sasl::Session,
+    session: &mut Session,
     token: &[u8],
 ) -> (Option<Outgoing>, bool) {
     let a = session.authenticate(token, &broker.users);
@@ -429,60 +369,7 @@ fn bare_sasl_token(
         );
         return (None, true);
     }
-    let mut out = BytesMut::with_capacity(4 + a.bytes.len());
-    out.put_i32(a.bytes.len() as i32);
-    out.extend_from_slice(&a.bytes);
-    (Some(Outgoing::Frame(out.freeze())), false)
-}
-
-/// A request frame (after its size prefix), decoded.
-// Made once per request and taken apart at once: boxing the large variant would cost an
-// allocation per request for nothing.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-pub enum Decoded {
-    /// ApiVersions in a version Weir does not serve: answered in v0 with the versions it
-    /// does (Kafka's rule), so the client can pick one.
-    UnsupportedApiVersions { correlation_id: i32 },
-    Request {
-        api_key: ApiKey,
-        version: i16,
-        correlation_id: i32,
-        header: RequestHeader,
-        request: RequestKind,
-    },
-}
-
-/// Decodes a request frame: the API key, version and correlation id, the header, and the
-/// body of any API and version Weir serves. Every input, however hostile, gets a value or
-/// an error (`Err`: the connection must close); this is the fuzz target `request_decode`.
-pub fn decode_request(mut frame: Bytes) -> Result<Decoded, String> {
-    if frame.len() < 8 {
-        return Err(format!("a request frame of {} bytes", frame.len()));
-    }
-    let api_key_raw = i16::from_be_bytes([frame[0], frame[1]]);
-    let version = i16::from_be_bytes([frame[2], frame[3]]);
-    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-    let api_key =
-        ApiKey::try_from(api_key_raw).map_err(|_| format!("unknown API key {api_key_raw}"))?;
-    if !apis::is_supported(api_key, version) {
-        if api_key == ApiKey::ApiVersions {
-            return Ok(Decoded::UnsupportedApiVersions { correlation_id });
-        }
-        return Err(format!("{api_key:?} v{version} is not supported"));
-    }
-    let header_version = api_key.request_header_version(version);
-    let header = RequestHeader::decode(&mut frame, header_version)
-        .map_err(|e| format!("bad request header: {e}"))?;
-    let request = RequestKind::decode(api_key, &mut frame, version)
-        .map_err(|e| format!("{api_key:?} v{version} could not be decoded: {e}"))?;
-    Ok(Decoded::Request {
-        api_key,
-        version,
-        correlation_id,
-        header,
-        request,
-    })
+    (Some(wire::bare_frame(&a.bytes)), false)
 }
 
 /// Decodes, handles and encodes one request. `Ok(None)`: no response is due (acks=0);
@@ -492,14 +379,14 @@ async fn handle_frame(
     frame: Bytes,
     peer: SocketAddr,
     listener: &Arc<str>,
-    session: &mut crate::sasl::Session,
+    session: &mut Session,
 ) -> Result<(Option<Outgoing>, bool, Mute), String> {
     let size = frame.len();
-    let (api_key, version, correlation_id, header, request) = match decode_request(frame)? {
+    let (api_key, version, correlation_id, header, request) = match wire::decode_request(frame)? {
         Decoded::UnsupportedApiVersions { correlation_id } => {
-            let mut resp = apis::api_versions_response();
+            let mut resp = api_versions_response();
             resp.error_code = E::UnsupportedVersion.code();
-            return encode(
+            return wire::encode_frame(
                 ApiKey::ApiVersions,
                 0,
                 correlation_id,
@@ -551,14 +438,12 @@ async fn handle_frame(
     };
     let started = std::time::Instant::now();
     let response = match request {
-        RequestKind::SaslHandshake(r) => {
-            apis::sasl::handshake(&ctx, session, r).map(|(b, close)| (Some(b), close))?
-        }
-        RequestKind::SaslAuthenticate(r) => {
-            apis::sasl::authenticate(broker, &ctx, session, r).map(|(b, close)| (Some(b), close))?
-        }
+        RequestKind::SaslHandshake(r) => apis::sasl::handshake(&ctx, session, r),
+        RequestKind::SaslAuthenticate(r) => apis::sasl::authenticate(broker, &ctx, session, r),
         request => (apis::handle(broker, &ctx, request).await?, false),
     };
+    let response: (Response, bool) = response;
+    let out = wire::encode(&ctx, response.0)?;
     crate::metrics::request_done(api_key, started.elapsed());
     let ms = ctx.throttle_ms.into_inner();
     let mute = Mute {
@@ -570,28 +455,5 @@ async fn handle_frame(
                 _ => false,
             },
     };
-    Ok((response.0, response.1, mute))
-}
-
-/// One response frame: the size prefix, the response header, the body.
-pub(crate) fn encode(
-    api_key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-    response: &ResponseKind,
-) -> Result<Bytes, String> {
-    let mut buf = BytesMut::with_capacity(256);
-    buf.put_i32(0); // size, filled below
-    let mut header = ResponseHeader::default();
-    header.correlation_id = correlation_id;
-    header
-        .encode(&mut buf, api_key.response_header_version(version))
-        .map_err(|e| format!("encoding a response header: {e}"))?;
-    response
-        .encode(&mut buf, version)
-        .map_err(|e| format!("encoding the {api_key:?} v{version} response failed: {e}"))?;
-    let size = (buf.len() - 4) as i32;
-    buf[..4].copy_from_slice(&size.to_be_bytes());
-    crate::metrics::bytes_out(buf.len());
-    Ok(buf.freeze())
+    Ok((out, response.1, mute))
 }

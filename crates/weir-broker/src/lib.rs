@@ -4,33 +4,38 @@
 //! everything on it, kafka-python, aiokafka, kafkajs, the Java client) create topics,
 //! produce, consume and use consumer groups against it unchanged.
 //!
-//! - [`server`]: listeners and connection limits; [`connection`]: framing, in-order
-//!   responses, one task per connection; [`outgoing`]: responses on their way out, fetched
-//!   records sent from the segment files with sendfile.
-//! - [`apis`]: one module per API family, and the table of versions served.
-//! - [`broker`]: the shared state (log manager, topics, groups, producer ids).
-//! - [`group`]: Kafka's classic consumer-group protocol, offsets in `__consumer_offsets`.
-//! - [`config`]: Kafka's broker settings, checked at start-up.
-//! - [`sasl`], [`tls`], [`principal`]: who a client is; [`acl`]: what it may do; [`quota`]: how fast.
+//! A request's way through the house, top to bottom (arrows only point down):
 //!
-//! Wire messages are the `kafka-protocol` crate's; records and storage are weir-record's
-//! and weir-log's.
+//! - [`server`]: listeners and connection limits, one task per connection.
+//! - [`connection`]: one client: reads frames within the request memory ([`memory`]),
+//!   runs SASL's session, hands each request to [`apis`] and writes the answers back in
+//!   order.
+//! - [`wire`]: all of Kafka's framing, both ways: request frames decoded, answers encoded
+//!   (fetches spliced around file ranges that go out with sendfile); [`versions`]: the APIs
+//!   and versions served.
+//! - [`apis`]: one module per API family; a handler takes the [`request::RequestContext`]
+//!   and the request and answers with a [`request::Response`] value.
+//! - [`broker`]: the shared state (log manager, topics, groups, security, producer ids) and
+//!   the operations that change topics; [`topics`] and [`partition`]: what it serves, and
+//!   [`partition::Partition::append`], the one way records reach a log.
+//! - [`config`]: Kafka's broker settings, checked at start-up; [`metrics`]: Prometheus.
+//!
+//! Wire messages are the `kafka-protocol` crate's; Kafka's vocabulary is weir-kafka's;
+//! records and storage are weir-record's and weir-log's; consumer groups are weir-group's;
+//! principals, ACLs and quotas are weir-security's.
 
-pub mod acl;
 pub mod apis;
 pub mod broker;
 pub mod config;
 pub mod connection;
-pub mod group;
+pub mod memory;
 pub mod metrics;
-pub mod outgoing;
-pub mod principal;
-pub mod quota;
-pub mod sasl;
+pub mod partition;
+pub mod request;
 pub mod server;
-pub mod state_file;
-pub mod tls;
 pub mod topics;
+pub mod versions;
+pub mod wire;
 
 pub use broker::Broker;
 pub use config::BrokerConfig;

@@ -177,6 +177,12 @@ impl RunningBroker {
         })
     }
 
+    /// Serves Prometheus metrics on `addr` (request counts and latencies, bytes, connections,
+    /// and every partition's log figures).
+    pub fn serve_metrics(&self, addr: SocketAddr) -> Result<(), String> {
+        crate::metrics::serve(addr, self.broker.clone())
+    }
+
     /// Stops accepting, waits up to a few seconds for open connections to end, then
     /// flushes and closes the logs (writing the clean-shutdown marker).
     pub async fn stop(self) -> Result<(), String> {

@@ -6,13 +6,15 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use weir_kafka::topic::is_internal;
 use weir_kafka::TopicPartition;
+
+use crate::partition::Partition;
 use weir_log::checkpoint::{uuid_from_base64, uuid_to_base64, write_atomically};
-use weir_log::{DirHealth, LogConfig, LogError, LogManager, PartitionLog, SharedLog};
+use weir_log::{LogConfig, SharedLog};
 
 pub const TOPICS_FILE: &str = "weir-topics.json";
 
@@ -29,61 +31,6 @@ pub struct Topic {
 impl Topic {
     pub fn is_internal(&self) -> bool {
         is_internal(&self.name)
-    }
-}
-
-/// One partition: its log and the signal fetches wait on.
-#[derive(Debug)]
-pub struct Partition {
-    pub tp: TopicPartition,
-    pub log: SharedLog,
-    /// The health of the data directory holding the log.
-    pub health: Arc<DirHealth>,
-    /// Woken whenever the partition's high watermark moves.
-    pub appended: tokio::sync::Notify,
-}
-
-impl Partition {
-    /// The partition of `tp`, its log created if it has none yet.
-    pub fn open(
-        logs: &LogManager,
-        tp: TopicPartition,
-        topic_id: uuid::Uuid,
-        config: Arc<LogConfig>,
-    ) -> Result<Partition, LogError> {
-        let log = logs.get_or_create_log(&tp, topic_id, config)?;
-        let health = logs
-            .health_of(&tp)
-            .ok_or_else(|| LogError::Offline(format!("{tp} has no log")))?;
-        Ok(Partition {
-            tp,
-            log,
-            health,
-            appended: tokio::sync::Notify::new(),
-        })
-    }
-
-    /// The log, locked; KAFKA_STORAGE_ERROR while its directory is offline.
-    pub fn lock_log(&self) -> Result<MutexGuard<'_, PartitionLog>, LogError> {
-        if self.health.is_offline() {
-            return Err(self.health.offline_error());
-        }
-        self.log
-            .lock()
-            .map_err(|_| LogError::Offline(format!("{}: a panic poisoned its log", self.tp)))
-    }
-
-    /// Passes on a result of the log, taking the directory offline if its error says the
-    /// disk failed.
-    pub fn observe<T>(&self, result: Result<T, LogError>) -> Result<T, LogError> {
-        if let Err(e) = &result {
-            self.health.observe(e);
-        }
-        result
-    }
-
-    pub fn is_offline(&self) -> bool {
-        self.health.is_offline()
     }
 }
 
@@ -104,7 +51,7 @@ struct TopicsFile {
 /// Reads the topics file of the first data directory that has one.
 pub fn load(dirs: &[PathBuf]) -> Result<BTreeMap<String, StoredTopic>, String> {
     for d in dirs {
-        if let Some(f) = crate::state_file::read::<TopicsFile>(&d.join(TOPICS_FILE))? {
+        if let Some(f) = weir_security::state_file::read::<TopicsFile>(&d.join(TOPICS_FILE))? {
             return Ok(f.topics);
         }
     }
@@ -116,7 +63,7 @@ pub fn store(dirs: &[PathBuf], topics: &BTreeMap<String, StoredTopic>) -> std::i
     let f = TopicsFile {
         topics: topics.clone(),
     };
-    let bytes = crate::state_file::encode(&f).map_err(std::io::Error::other)?;
+    let bytes = weir_security::state_file::encode(&f).map_err(std::io::Error::other)?;
     for d in dirs {
         write_atomically(&d.join(TOPICS_FILE), &bytes)?;
     }

@@ -413,13 +413,13 @@ async fn every_advertised_api_answers_at_its_lowest_and_highest_version() {
     )
     .await;
     let mut corr = 10;
-    for (api, lo, hi) in weir_broker::apis::SUPPORTED {
+    for (api, lo, hi) in weir_broker::versions::SUPPORTED {
         for v in [*lo, *hi] {
             corr += 1;
             let resp = call(&mut s, *api, v, corr, request(*api, "proto", v)).await;
             if let ResponseKind::ApiVersions(r) = &resp {
                 assert_eq!(r.error_code, 0);
-                assert_eq!(r.api_keys.len(), weir_broker::apis::SUPPORTED.len());
+                assert_eq!(r.api_keys.len(), weir_broker::versions::SUPPORTED.len());
             }
             if let ResponseKind::Produce(r) = &resp {
                 assert_eq!(
@@ -650,13 +650,13 @@ fn requests_decode_as_sent_and_the_fuzz_corpus_replays() {
     let corpus =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/request_decode");
     let mut corr = 0;
-    for (api, lo, hi) in weir_broker::apis::SUPPORTED {
+    for (api, lo, hi) in weir_broker::versions::SUPPORTED {
         for v in [*lo, *hi] {
             corr += 1;
             let body = request(*api, "fuzz", v);
             let frame = frame(*api, v, corr, &body).slice(4..);
-            match weir_broker::connection::decode_request(frame.clone()) {
-                Ok(weir_broker::connection::Decoded::Request {
+            match weir_broker::wire::decode_request(frame.clone()) {
+                Ok(weir_broker::wire::Decoded::Request {
                     api_key,
                     version,
                     correlation_id,
@@ -682,7 +682,7 @@ fn requests_decode_as_sent_and_the_fuzz_corpus_replays() {
     let mut files = 0;
     for entry in std::fs::read_dir(&corpus).unwrap() {
         let data = std::fs::read(entry.unwrap().path()).unwrap();
-        let _ = weir_broker::connection::decode_request(Bytes::from(data));
+        let _ = weir_broker::wire::decode_request(Bytes::from(data));
         files += 1;
     }
     assert!(
@@ -691,7 +691,7 @@ fn requests_decode_as_sent_and_the_fuzz_corpus_replays() {
     );
     // Short, unknown and unsupported frames are errors, and ApiVersions in a version
     // from the future is the one exception Kafka answers.
-    use weir_broker::connection::{decode_request, Decoded};
+    use weir_broker::wire::{decode_request, Decoded};
     assert!(decode_request(Bytes::from_static(&[0, 18, 0])).is_err());
     assert!(decode_request(Bytes::from_static(&[0x7f, 0, 0, 0, 0, 0, 0, 1])).is_err());
     assert!(decode_request(Bytes::from_static(&[0, 0, 0x7f, 0, 0, 0, 0, 1])).is_err());
@@ -726,7 +726,7 @@ async fn every_api_refuses_a_client_the_acls_do_not_allow() {
         .unwrap();
     let mut s = TcpStream::connect(broker.addrs[0]).await.unwrap();
     let mut corr = 0;
-    for (api, lo, hi) in weir_broker::apis::SUPPORTED {
+    for (api, lo, hi) in weir_broker::versions::SUPPORTED {
         // Asking what the broker speaks, logging in, and DescribeCluster (its brokers,
         // as Metadata's) need no ACL in Kafka either.
         if matches!(

@@ -33,10 +33,11 @@ pub use config::{CleanupPolicy, ConfigError, LogConfig, TopicCompression};
 pub use error::{LogError, Result};
 pub use log::{FetchData, LoadParams, LoadReport, LogAppendInfo, PartitionLog};
 pub use manager::{
-    is_disk_failure, DirHealth, LogManager, LogManagerConfig, SharedLog, StartupReport,
+    is_disk_failure, lock_data_dir, DataDirLock, DirHealth, LogManager, LogManagerConfig,
+    SharedLog, StartupReport,
 };
 pub use segment::{FileSlice, LogSegment};
-pub use validator::AppendOrigin;
+pub use validator::{AppendOrigin, ProducedRecords, ValidatedBatch};
 
 /// Milliseconds since the Unix epoch, from the system clock.
 pub fn now_ms() -> i64 {

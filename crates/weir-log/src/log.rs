@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
+use weir_kafka::TopicPartition;
 use weir_record::LogEntry;
 
 use crate::checkpoint;
@@ -25,8 +27,7 @@ use crate::segment::{
     file_name, parse_base_offset, walk_headers, FileSlice, LogSegment, RollParams, CLEANED_SUFFIX,
     DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
 };
-use crate::validator::{self, AppendOrigin, ProducerBatchInfo};
-use weir_kafka::TopicPartition;
+use crate::validator::{AppendOrigin, ProducedRecords, ProducerBatchInfo, ValidatedBatch};
 
 pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
 
@@ -422,24 +423,40 @@ impl PartitionLog {
             .expect("a log always has an active segment")
     }
 
-    /// Validates a producer's records, assigns offsets, and appends them (rolling first if
-    /// needed). Flushes when `flush.messages` is reached.
+    /// Appends a produce request's records for this partition as its leader: analyzed,
+    /// validated against the log's config, then appended (`append_validated`). The
+    /// broker analyzes and validates before taking the log's lock; this does all three.
     pub fn append_as_leader(
         &mut self,
-        records: Vec<u8>,
+        records: impl Into<Bytes>,
         leader_epoch: i32,
         now_ms: i64,
         origin: AppendOrigin,
     ) -> Result<LogAppendInfo> {
-        let validated = validator::validate_and_assign(
-            records,
-            &self.config,
-            self.log_end_offset,
-            leader_epoch,
-            now_ms,
-            origin,
-        )?;
-        if let Some(p) = &validated.producer {
+        let validated = ProducedRecords::analyze(records.into(), &self.config, origin)?
+            .validate(&self.config, now_ms)?;
+        self.append_validated(validated, leader_epoch, now_ms)
+    }
+
+    /// Appends a validated batch as the partition's leader: it gets the next offsets and
+    /// `leader_epoch`; an idempotent producer's retry of a batch already in the log is
+    /// answered with the original's offsets and not written again.
+    pub fn append_validated(
+        &mut self,
+        mut batch: ValidatedBatch,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo> {
+        let first_offset = self.log_end_offset;
+        batch.assign(first_offset, leader_epoch);
+        let last_offset = first_offset + batch.record_count() as i64 - 1;
+        debug_assert!(
+            last_offset >= first_offset,
+            "a validated batch holds records"
+        );
+        let producer = batch.producer();
+        if let Some(p) = &producer {
+            debug_assert_eq!((p.first_offset, p.last_offset), (first_offset, last_offset));
             if let SequenceCheck::Duplicate {
                 first_offset,
                 last_offset,
@@ -451,7 +468,7 @@ impl PartitionLog {
                     last_offset,
                     max_timestamp: timestamp,
                     offset_of_max_timestamp: last_offset,
-                    log_append_time: if validated.log_append_time >= 0 {
+                    log_append_time: if batch.log_append_time() >= 0 {
                         timestamp
                     } else {
                         -1
@@ -460,12 +477,12 @@ impl PartitionLog {
                     record_count: 0,
                     valid_bytes: 0,
                     rebuilt: false,
-                    producer: validated.producer,
+                    producer,
                     duplicate: true,
                 });
             }
         }
-        let size = validated.records.len();
+        let size = batch.size();
         if size as u64 > self.config.segment_bytes {
             return Err(LogError::RecordListTooLarge {
                 size,
@@ -474,41 +491,41 @@ impl PartitionLog {
         }
         self.maybe_roll(
             size as u64,
-            validated.max_timestamp,
-            validated.first_offset,
-            validated.last_offset,
+            batch.max_timestamp(),
+            first_offset,
+            last_offset,
             now_ms,
         )?;
-        self.active().append(
-            validated.last_offset,
-            validated.max_timestamp,
-            validated.offset_of_max_timestamp,
-            &validated.records,
+        self.active().append_pieces(
+            last_offset,
+            batch.max_timestamp(),
+            last_offset,
+            &batch.pieces(),
         )?;
-        self.log_end_offset = validated.last_offset + 1;
+        self.log_end_offset = last_offset + 1;
         self.high_watermark = self.log_end_offset;
-        if let Some(p) = &validated.producer {
+        if let Some(p) = &producer {
             self.producers.update(p);
         }
         self.producers.advance_to(self.log_end_offset);
-        if self.epochs.assign(leader_epoch, validated.first_offset) {
+        if self.epochs.assign(leader_epoch, first_offset) {
             self.epochs.flush()?;
         }
-        self.unflushed_messages += validated.record_count as i64;
+        self.unflushed_messages += batch.record_count() as i64;
         if self.unflushed_messages >= self.config.flush_messages {
             self.flush(now_ms)?;
         }
         Ok(LogAppendInfo {
-            first_offset: validated.first_offset,
-            last_offset: validated.last_offset,
-            max_timestamp: validated.max_timestamp,
-            offset_of_max_timestamp: validated.offset_of_max_timestamp,
-            log_append_time: validated.log_append_time,
+            first_offset,
+            last_offset,
+            max_timestamp: batch.max_timestamp(),
+            offset_of_max_timestamp: last_offset,
+            log_append_time: batch.log_append_time(),
             log_start_offset: self.log_start_offset,
-            record_count: validated.record_count,
+            record_count: batch.record_count(),
             valid_bytes: size,
-            rebuilt: validated.rebuilt,
-            producer: validated.producer,
+            rebuilt: batch.rebuilt(),
+            producer,
             duplicate: false,
         })
     }

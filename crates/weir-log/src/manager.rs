@@ -209,22 +209,45 @@ fn unusable(dir: &Path, e: LogError) -> LogError {
     ))
 }
 
-fn lock_dir(dir: &Path) -> Result<File> {
-    fs::create_dir_all(dir)?;
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(LOCK_FILE))?;
+/// Why a data directory's lock was not taken.
+#[derive(Debug)]
+pub enum DataDirLock {
+    /// Another process (a running broker) holds it.
+    InUse,
+    /// The directory or its lock file could not be made or opened.
+    Failed(io::Error),
+}
+
+/// Takes the lock a broker holds on each of its data directories (Kafka's `.lock`),
+/// creating the directory if it is missing; the lock lasts as long as the returned file.
+/// Commands that change a stopped broker's files take it too, so that no broker starts on
+/// the directory while they write.
+pub fn lock_data_dir(dir: &Path) -> std::result::Result<File, DataDirLock> {
+    let open = || {
+        fs::create_dir_all(dir)?;
+        OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(LOCK_FILE))
+    };
+    let f = open().map_err(DataDirLock::Failed)?;
     match f.try_lock() {
         Ok(()) => Ok(f),
-        Err(fs::TryLockError::WouldBlock) => Err(LogError::Io(io::Error::other(format!(
+        Err(fs::TryLockError::WouldBlock) => Err(DataDirLock::InUse),
+        Err(fs::TryLockError::Error(e)) => Err(DataDirLock::Failed(e)),
+    }
+}
+
+fn lock_dir(dir: &Path) -> Result<File> {
+    lock_data_dir(dir).map_err(|e| match e {
+        DataDirLock::InUse => LogError::Io(io::Error::other(format!(
             "{} is in use by another process (its {LOCK_FILE} is locked); \
              two brokers cannot share a data directory",
             dir.display()
-        )))),
-        Err(fs::TryLockError::Error(e)) => Err(e.into()),
-    }
+        ))),
+        DataDirLock::Failed(e) => e.into(),
+    })
 }
 
 impl LogManager {

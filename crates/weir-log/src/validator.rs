@@ -1,12 +1,19 @@
-//! Kafka's `LogValidator` for appends from producers: checks every batch of a produce
-//! request against the format and the topic's rules, and assigns offsets — in place when
-//! the producer's batch can be stored as it came (the common case), or by rebuilding the
-//! batch when the topic asks for another codec, the input is a legacy format, or the
-//! batch's inner offsets are not 0..n-1. It does no I/O.
+//! Kafka's `LogValidator` for appends from producers, in two steps that need nothing of the
+//! log, so neither holds its lock. [`ProducedRecords::analyze`] walks the entries' headers
+//! once — sizes, CRCs, codecs, the v2 header rules — without decompressing anything, and
+//! says whether validating will inflate the records. [`ProducedRecords::validate`] checks
+//! every record against the topic's rules and fixes the batch up: kept as it came when the
+//! producer's batch can be stored as it is (the common case: a copy of its 61-byte header
+//! changes, its records stay in the request's buffer and are written from there), or
+//! rebuilt when the topic asks for another codec, the input is a legacy format, or its inner
+//! offsets are not 0..n-1. The log then gives the batch its offsets under its lock
+//! ([`ValidatedBatch::assign`]). It does no I/O.
 
+use bytes::Bytes;
 use weir_record::{
-    legacy, BatchBuilder, Compression, CompressionConfig, Header, LogEntries, LogEntry,
-    RecordBatch, RecordBatchMut, RecordError, TimestampType, NO_TIMESTAMP,
+    legacy, BatchBuilder, Compression, CompressionConfig, DetachedBatchHeader, Header, LogEntries,
+    LogEntry, RecordBatch, RecordBatchMut, RecordError, TimestampType, NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
 };
 
 use weir_kafka::limits::MAX_DECOMPRESSED_BATCH_BYTES;
@@ -36,104 +43,215 @@ pub struct ProducerBatchInfo {
     pub control: bool,
 }
 
-/// The outcome of validation: the bytes to append and what they hold.
+/// One partition's records from a produce request, analyzed: every entry's size, CRC, codec
+/// and header checked, and nothing decompressed yet. The records stay in the request's
+/// buffer (`Bytes` share it), cut to their last whole entry.
 #[derive(Debug)]
-pub struct ValidatedRecords {
-    pub records: Vec<u8>,
-    pub first_offset: i64,
-    pub last_offset: i64,
-    /// Largest record timestamp (the append time under LogAppendTime), or -1.
-    pub max_timestamp: i64,
-    /// Last offset of the batch holding `max_timestamp`.
-    pub offset_of_max_timestamp: i64,
-    /// The append time when the topic uses LogAppendTime, else -1.
-    pub log_append_time: i64,
-    pub record_count: usize,
-    /// True if the batch was rebuilt (recompressed or converted) rather than kept.
-    pub rebuilt: bool,
-    pub producer: Option<ProducerBatchInfo>,
+pub struct ProducedRecords {
+    records: Bytes,
+    entries: usize,
+    any_legacy: bool,
+    source_codec: Compression,
+    origin: AppendOrigin,
 }
 
-/// Validates `records` (one partition's part of a produce request) and assigns offsets from
-/// `next_offset`. Bytes after the last whole entry are dropped, as Kafka does.
-pub fn validate_and_assign(
-    mut records: Vec<u8>,
-    config: &LogConfig,
-    next_offset: i64,
-    leader_epoch: i32,
-    now_ms: i64,
-    origin: AppendOrigin,
-) -> Result<ValidatedRecords> {
-    // 1. Per-entry checks, and the valid prefix.
-    let mut valid_bytes = 0usize;
-    let mut entries = 0usize;
-    let mut any_legacy = false;
-    let mut first_codec = None;
-    for item in LogEntries::new(&records) {
-        let (pos, entry) = match item {
-            Ok(e) => e,
-            Err(e) if e.is_torn_tail() => break,
-            Err(e) => {
-                return Err(LogError::CorruptRecord(format!(
-                    "at byte {}: {}",
-                    e.position, e.error
-                )))
+impl ProducedRecords {
+    /// Walks the entries' headers once: each entry no larger than `max.message.bytes`, its
+    /// CRC right, its codec known, a v2 header that keeps Kafka's rules for `origin`; one v2
+    /// batch per partition. Bytes after the last whole entry are dropped, as Kafka does.
+    pub fn analyze(mut records: Bytes, config: &LogConfig, origin: AppendOrigin) -> Result<Self> {
+        let mut valid_bytes = 0usize;
+        let mut entries = 0usize;
+        let mut any_legacy = false;
+        let mut first_codec = None;
+        for item in LogEntries::new(&records) {
+            let (pos, entry) = match item {
+                Ok(e) => e,
+                Err(e) if e.is_torn_tail() => break,
+                Err(e) => {
+                    return Err(LogError::CorruptRecord(format!(
+                        "at byte {}: {}",
+                        e.position, e.error
+                    )))
+                }
+            };
+            let size = entry.size_in_bytes();
+            if size > config.max_message_bytes as usize {
+                return Err(LogError::RecordTooLarge {
+                    size,
+                    limit: config.max_message_bytes as usize,
+                });
             }
+            entry
+                .validate_crc()
+                .map_err(|e| LogError::CorruptRecord(format!("at byte {pos}: {e}")))?;
+            let codec = entry
+                .compression()
+                .map_err(|e| LogError::CorruptRecord(e.to_string()))?;
+            first_codec.get_or_insert(codec);
+            match &entry {
+                LogEntry::V2(b) => validate_v2_header(b, origin)?,
+                LogEntry::Legacy(_) => any_legacy = true,
+            }
+            entries += 1;
+            valid_bytes = pos + size;
+        }
+        records.truncate(valid_bytes);
+        if entries == 0 {
+            return Err(LogError::CorruptRecord(
+                "no complete record batch in the request".into(),
+            ));
+        }
+        let source_codec = first_codec.unwrap_or_default();
+        if !any_legacy && entries > 1 {
+            return Err(LogError::InvalidRecord(
+                "a v2 produce request must hold exactly one batch per partition".into(),
+            ));
+        }
+        if any_legacy && source_codec != Compression::None && entries > 1 {
+            return Err(LogError::InvalidRecord(
+                "compressed outer record has more than one batch".into(),
+            ));
+        }
+        Ok(ProducedRecords {
+            records,
+            entries,
+            any_legacy,
+            source_codec,
+            origin,
+        })
+    }
+
+    /// Whether validating these records inflates them in memory (a compressed batch is
+    /// decompressed, a legacy message set converted), up to `MAX_DECOMPRESSED_BATCH_BYTES`:
+    /// callers bound how many such validations run at once.
+    pub fn inflates(&self) -> bool {
+        self.any_legacy || self.source_codec != Compression::None
+    }
+
+    /// The bytes of the whole entries received.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Checks every record against the topic's rules (timestamps, keys of a compacted
+    /// topic, inner offsets) and fixes the batch up for the log: kept as it came when the
+    /// codec stays and the inner offsets are 0..n-1, else rebuilt in the topic's codec.
+    /// Offsets are not assigned yet: `PartitionLog::append_validated` does that under the
+    /// log's lock.
+    pub fn validate(self, config: &LogConfig, now_ms: i64) -> Result<ValidatedBatch> {
+        debug_assert!(
+            self.entries >= 1,
+            "analyze refuses a request without entries"
+        );
+        let target = match config.compression {
+            TopicCompression::Producer => CompressionConfig::new(self.source_codec),
+            TopicCompression::Uncompressed => CompressionConfig::new(Compression::None),
+            TopicCompression::Codec(c) => c,
         };
-        let size = entry.size_in_bytes();
-        if size > config.max_message_bytes as usize {
-            return Err(LogError::RecordTooLarge {
-                size,
-                limit: config.max_message_bytes as usize,
-            });
+        if !self.any_legacy && target.codec == self.source_codec {
+            if let Some(v) = keep(&self.records, config, now_ms)? {
+                return Ok(v);
+            }
         }
-        entry
-            .validate_crc()
-            .map_err(|e| LogError::CorruptRecord(format!("at byte {pos}: {e}")))?;
-        let codec = entry
-            .compression()
-            .map_err(|e| LogError::CorruptRecord(e.to_string()))?;
-        first_codec.get_or_insert(codec);
-        match &entry {
-            LogEntry::V2(b) => validate_v2_header(b, origin)?,
-            LogEntry::Legacy(_) => any_legacy = true,
+        rebuild(&self.records, config, target, now_ms, self.origin)
+    }
+}
+
+/// The bytes a validated batch goes to the log as.
+#[derive(Debug)]
+enum Payload {
+    /// The producer's batch as it came: a fixed-up copy of its header, then its records,
+    /// still in the request's buffer.
+    Kept {
+        header: DetachedBatchHeader,
+        records: Bytes,
+    },
+    /// A batch built anew (recompressed, or converted from a legacy format).
+    Built(Vec<u8>),
+}
+
+/// One validated batch, ready for the log but for its offsets and leader epoch, which
+/// `assign` sets under the log's lock.
+#[derive(Debug)]
+pub struct ValidatedBatch {
+    payload: Payload,
+    record_count: usize,
+    /// Largest record timestamp (the append time under LogAppendTime), or -1.
+    max_timestamp: i64,
+    /// The append time when the topic uses LogAppendTime, else -1.
+    log_append_time: i64,
+    /// True if the batch was rebuilt (recompressed or converted) rather than kept.
+    rebuilt: bool,
+    /// The producer fields, offsets relative to the batch's first until `assign`.
+    producer: Option<ProducerBatchInfo>,
+    /// The offset `assign` gave the first record.
+    base_offset: Option<i64>,
+}
+
+impl ValidatedBatch {
+    /// Gives the batch its offsets, from `base_offset`, and the leader's epoch: both are
+    /// outside the batch's CRC, so nothing is recomputed.
+    pub fn assign(&mut self, base_offset: i64, leader_epoch: i32) {
+        assert!(self.base_offset.is_none(), "a batch gets its offsets once");
+        assert!(base_offset >= 0, "offset {base_offset} is negative");
+        match &mut self.payload {
+            Payload::Kept { header, .. } => {
+                header.set_base_offset(base_offset);
+                header.set_partition_leader_epoch(leader_epoch);
+            }
+            Payload::Built(bytes) => {
+                // A batch this module built: its header is well-formed by construction.
+                let mut m = RecordBatchMut::parse(bytes).expect("a batch we built parses");
+                m.set_base_offset(base_offset);
+                m.set_partition_leader_epoch(leader_epoch);
+            }
         }
-        entries += 1;
-        valid_bytes = pos + size;
-    }
-    records.truncate(valid_bytes);
-    if entries == 0 {
-        return Err(LogError::CorruptRecord(
-            "no complete record batch in the request".into(),
-        ));
-    }
-    let source_codec = first_codec.unwrap_or_default();
-    if !any_legacy && entries > 1 {
-        return Err(LogError::InvalidRecord(
-            "a v2 produce request must hold exactly one batch per partition".into(),
-        ));
-    }
-    if any_legacy && source_codec != Compression::None && entries > 1 {
-        return Err(LogError::InvalidRecord(
-            "compressed outer record has more than one batch".into(),
-        ));
+        if let Some(p) = &mut self.producer {
+            p.first_offset += base_offset;
+            p.last_offset += base_offset;
+        }
+        self.base_offset = Some(base_offset);
     }
 
-    let target = match config.compression {
-        TopicCompression::Producer => CompressionConfig::new(source_codec),
-        TopicCompression::Uncompressed => CompressionConfig::new(Compression::None),
-        TopicCompression::Codec(c) => c,
-    };
-
-    if !any_legacy && target.codec == source_codec {
-        if let Some(mut v) =
-            assign_in_place(&mut records, config, next_offset, leader_epoch, now_ms)?
-        {
-            v.records = records;
-            return Ok(v);
+    /// The bytes to write, in order.
+    pub fn pieces(&self) -> [&[u8]; 2] {
+        match &self.payload {
+            Payload::Kept { header, records } => [header.as_bytes(), records],
+            Payload::Built(bytes) => [bytes, &[]],
         }
     }
-    rebuild(&records, config, target, next_offset, leader_epoch, now_ms)
+
+    /// The batch's size in bytes.
+    pub fn size(&self) -> usize {
+        let [a, b] = self.pieces();
+        a.len() + b.len()
+    }
+
+    pub fn record_count(&self) -> usize {
+        self.record_count
+    }
+
+    pub fn max_timestamp(&self) -> i64 {
+        self.max_timestamp
+    }
+
+    pub fn log_append_time(&self) -> i64 {
+        self.log_append_time
+    }
+
+    pub fn rebuilt(&self) -> bool {
+        self.rebuilt
+    }
+
+    /// The producer fields; their offsets are absolute once `assign` has run.
+    pub fn producer(&self) -> Option<ProducerBatchInfo> {
+        self.producer
+    }
 }
 
 fn validate_v2_header(b: &RecordBatch<'_>, origin: AppendOrigin) -> Result<()> {
@@ -197,15 +315,9 @@ fn decode_error(e: RecordError) -> LogError {
     LogError::CorruptRecord(e.to_string())
 }
 
-/// The one v2 batch kept as it came: records checked, offsets, epoch and (if needed)
-/// timestamps fixed in place. `None` if its inner offsets need renumbering (rebuild).
-fn assign_in_place(
-    records: &mut [u8],
-    config: &LogConfig,
-    next_offset: i64,
-    leader_epoch: i32,
-    now_ms: i64,
-) -> Result<Option<ValidatedRecords>> {
+/// The one v2 batch kept as it came: records checked, and a copy of its header with the
+/// timestamps fixed. `None` if its inner offsets need renumbering (rebuild).
+fn keep(records: &Bytes, config: &LogConfig, now_ms: i64) -> Result<Option<ValidatedBatch>> {
     let batch = RecordBatch::parse(records).map_err(decode_error)?;
     let count = batch.records_count();
     let control = batch.is_control();
@@ -225,43 +337,48 @@ fn assign_in_place(
             max_ts = max_ts.max(r.timestamp);
         }
     }
-    let producer = producer_info(&batch, next_offset);
-    let mut m = RecordBatchMut::parse(records).map_err(decode_error)?;
-    m.set_base_offset(next_offset);
-    m.set_partition_leader_epoch(leader_epoch);
+    let producer = producer_info(&batch);
+    let mut header = DetachedBatchHeader::new(&batch);
     let log_append_time = if config.message_timestamp_type == TimestampType::LogAppendTime {
-        m.set_max_timestamp(TimestampType::LogAppendTime, now_ms);
+        header.set_max_timestamp(TimestampType::LogAppendTime, now_ms, batch.records_bytes());
         max_ts = now_ms;
         now_ms
     } else {
-        m.set_max_timestamp(TimestampType::CreateTime, max_ts);
+        header.set_max_timestamp(TimestampType::CreateTime, max_ts, batch.records_bytes());
         NO_TIMESTAMP
     };
-    let last_offset = next_offset + count as i64 - 1;
-    Ok(Some(ValidatedRecords {
-        records: Vec::new(), // the caller moves the (now fixed-up) input in
-        first_offset: next_offset,
-        last_offset,
-        max_timestamp: max_ts,
-        offset_of_max_timestamp: last_offset,
-        log_append_time,
+    let size = batch.size_in_bytes();
+    debug_assert_eq!(
+        size,
+        records.len(),
+        "analyze cut the records to whole entries"
+    );
+    Ok(Some(ValidatedBatch {
+        payload: Payload::Kept {
+            header,
+            records: records.slice(RECORD_BATCH_OVERHEAD..size),
+        },
         record_count: count as usize,
+        max_timestamp: max_ts,
+        log_append_time,
         rebuilt: false,
         producer: producer.map(|p| ProducerBatchInfo {
             max_timestamp: max_ts,
             ..p
         }),
+        base_offset: None,
     }))
 }
 
-fn producer_info(batch: &RecordBatch<'_>, first_offset: i64) -> Option<ProducerBatchInfo> {
+/// The batch's producer fields, its offsets relative to its first record.
+fn producer_info(batch: &RecordBatch<'_>) -> Option<ProducerBatchInfo> {
     batch.has_producer_id().then(|| ProducerBatchInfo {
         producer_id: batch.producer_id(),
         producer_epoch: batch.producer_epoch(),
         first_sequence: batch.base_sequence(),
         last_sequence: batch.last_sequence(),
-        first_offset,
-        last_offset: first_offset + batch.last_offset_delta() as i64,
+        first_offset: 0,
+        last_offset: batch.last_offset_delta() as i64,
         max_timestamp: batch.max_timestamp(),
         transactional: batch.is_transactional(),
         control: batch.is_control(),
@@ -274,10 +391,9 @@ fn rebuild(
     records: &[u8],
     config: &LogConfig,
     target: CompressionConfig,
-    next_offset: i64,
-    leader_epoch: i32,
     now_ms: i64,
-) -> Result<ValidatedRecords> {
+    origin: AppendOrigin,
+) -> Result<ValidatedBatch> {
     let converted;
     let v2_bytes: &[u8] = match LogEntry::parse(records).map_err(decode_error)? {
         LogEntry::V2(_) => records,
@@ -290,15 +406,19 @@ fn rebuild(
     };
     let source = RecordBatch::parse(v2_bytes).map_err(decode_error)?;
     let control = source.is_control();
-    let mut builder = BatchBuilder::new(target, next_offset, usize::MAX)
+    debug_assert!(
+        !control || origin == AppendOrigin::Coordinator,
+        "analyze refuses control batches from clients"
+    );
+    // Offsets and the leader epoch are set by `assign`, under the log's lock.
+    let mut builder = BatchBuilder::new(target, 0, usize::MAX)
         .producer(
             source.producer_id(),
             source.producer_epoch(),
             source.base_sequence(),
         )
         .transactional(source.is_transactional())
-        .control(control)
-        .partition_leader_epoch(leader_epoch);
+        .control(control);
     let log_append = config.message_timestamp_type == TimestampType::LogAppendTime;
     if log_append {
         builder = builder.log_append_time(now_ms);
@@ -340,18 +460,16 @@ fn rebuild(
         });
     }
     let batch = RecordBatch::parse(&built).map_err(decode_error)?;
-    let producer = producer_info(&batch, next_offset);
-    let last_offset = next_offset + count as i64 - 1;
+    debug_assert_eq!(batch.records_count() as usize, count);
+    let producer = producer_info(&batch);
     let max_timestamp = if log_append { now_ms } else { max_ts };
-    Ok(ValidatedRecords {
-        first_offset: next_offset,
-        last_offset,
-        max_timestamp,
-        offset_of_max_timestamp: last_offset,
-        log_append_time: if log_append { now_ms } else { NO_TIMESTAMP },
+    Ok(ValidatedBatch {
         record_count: count,
+        max_timestamp,
+        log_append_time: if log_append { now_ms } else { NO_TIMESTAMP },
         rebuilt: true,
         producer: producer.map(|p| ProducerBatchInfo { max_timestamp, ..p }),
-        records: built,
+        payload: Payload::Built(built),
+        base_offset: None,
     })
 }

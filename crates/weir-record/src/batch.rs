@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use crate::compression::{self, Compression};
-use crate::crc::crc32c;
+use crate::crc::{crc32c, crc32c_append};
 use crate::error::{need, RecordError, Result};
 use crate::record::{parse_record, Record};
 
@@ -411,6 +411,70 @@ impl<'a> Iterator for RecordIter<'a> {
     }
 }
 
+/// Writes the timestamp type and max timestamp into a batch header (`header[..61]`);
+/// whether anything changed (and so the CRC must be recomputed).
+fn put_max_timestamp(header: &mut [u8], timestamp_type: TimestampType, max_timestamp: i64) -> bool {
+    let batch = RecordBatch { buf: header };
+    if batch.timestamp_type() == timestamp_type && batch.max_timestamp() == max_timestamp {
+        return false;
+    }
+    let mut attrs = batch.attributes().0 & !TIMESTAMP_TYPE_MASK;
+    if timestamp_type == TimestampType::LogAppendTime {
+        attrs |= TIMESTAMP_TYPE_MASK;
+    }
+    header[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attrs.to_be_bytes());
+    header[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+    true
+}
+
+/// A v2 batch's header, fixed up apart from its records: a leader's append of a batch that
+/// lives in a shared buffer (a produce request's), where copying every record only to change
+/// a few header fields would double the bytes the append moves. The header is a copy; the
+/// records stay where they are and are never changed, and the batch goes to the file as the
+/// two pieces (`as_bytes`, then the records).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DetachedBatchHeader {
+    buf: [u8; RECORD_BATCH_OVERHEAD],
+}
+
+impl DetachedBatchHeader {
+    /// A copy of the header of `batch`, whose records are `batch.records_bytes()`.
+    pub fn new(batch: &RecordBatch<'_>) -> Self {
+        let mut buf = [0u8; RECORD_BATCH_OVERHEAD];
+        buf.copy_from_slice(&batch.as_bytes()[..RECORD_BATCH_OVERHEAD]);
+        DetachedBatchHeader { buf }
+    }
+
+    pub fn as_bytes(&self) -> &[u8; RECORD_BATCH_OVERHEAD] {
+        &self.buf
+    }
+
+    /// Sets the base offset; outside the CRC.
+    pub fn set_base_offset(&mut self, base_offset: i64) {
+        self.buf[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&base_offset.to_be_bytes());
+    }
+
+    /// Sets the partition leader epoch; outside the CRC.
+    pub fn set_partition_leader_epoch(&mut self, epoch: i32) {
+        self.buf[PARTITION_LEADER_EPOCH_AT..PARTITION_LEADER_EPOCH_AT + 4]
+            .copy_from_slice(&epoch.to_be_bytes());
+    }
+
+    /// Sets the timestamp type and max timestamp, and rewrites the CRC over the header's
+    /// covered fields and `records` (the batch's records section) unless nothing changes.
+    pub fn set_max_timestamp(
+        &mut self,
+        timestamp_type: TimestampType,
+        max_timestamp: i64,
+        records: &[u8],
+    ) {
+        if put_max_timestamp(&mut self.buf, timestamp_type, max_timestamp) {
+            let crc = crc32c_append(crc32c(&self.buf[ATTRIBUTES_AT..]), records);
+            self.buf[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        }
+    }
+}
+
 /// A v2 batch borrowed mutably, for the fix-ups a leader makes on append. Changing offsets
 /// or the leader epoch needs no new CRC (they are outside it); changing timestamps does.
 pub struct RecordBatchMut<'a> {
@@ -444,18 +508,9 @@ impl<'a> RecordBatchMut<'a> {
     /// Sets the timestamp type and max timestamp (LogAppendTime: the append time), and
     /// rewrites the CRC, unless nothing changes.
     pub fn set_max_timestamp(&mut self, timestamp_type: TimestampType, max_timestamp: i64) {
-        let batch = self.as_batch();
-        if batch.timestamp_type() == timestamp_type && batch.max_timestamp() == max_timestamp {
-            return;
+        if put_max_timestamp(self.buf, timestamp_type, max_timestamp) {
+            self.update_crc();
         }
-        let mut attrs = batch.attributes().0 & !TIMESTAMP_TYPE_MASK;
-        if timestamp_type == TimestampType::LogAppendTime {
-            attrs |= TIMESTAMP_TYPE_MASK;
-        }
-        self.buf[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attrs.to_be_bytes());
-        self.buf[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8]
-            .copy_from_slice(&max_timestamp.to_be_bytes());
-        self.update_crc();
     }
     /// Sets the producer id, epoch and base sequence and rewrites the CRC: what an
     /// idempotent producer does to a queued batch after bumping its epoch (Kafka's

@@ -28,9 +28,9 @@ pub mod record;
 pub mod varint;
 
 pub use batch::{
-    Attributes, RecordBatch, RecordBatchMut, Records, TimestampType, LOG_OVERHEAD,
-    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP,
-    RECORD_BATCH_OVERHEAD,
+    Attributes, DetachedBatchHeader, RecordBatch, RecordBatchMut, Records, TimestampType,
+    LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
+    NO_TIMESTAMP, RECORD_BATCH_OVERHEAD,
 };
 pub use builder::{BatchBuilder, BatchHeader, BuiltBatch, CompressionRatioEstimator};
 pub use compression::{Compression, CompressionConfig};

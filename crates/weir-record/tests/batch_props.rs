@@ -4,7 +4,8 @@
 
 use proptest::prelude::*;
 use weir_record::{
-    BatchBuilder, Compression, Header, LogEntries, RecordBatch, RecordBatchMut, TimestampType,
+    BatchBuilder, Compression, DetachedBatchHeader, Header, LogEntries, RecordBatch,
+    RecordBatchMut, TimestampType,
 };
 
 /// How far a batch may inflate in these tests.
@@ -98,6 +99,32 @@ proptest! {
         }
         prop_assert_eq!(n, records.len());
         batch.validate_records(LIMIT).unwrap();
+    }
+
+    #[test]
+    fn a_detached_header_fixes_up_exactly_as_the_batch_in_place_does(codec in codec(),
+            records in proptest::collection::vec(record(), 1..8), base in 0i64..1 << 40,
+            epoch in 0i32..1000, log_append in any::<bool>(), ts in 0i64..2_000_000_000_000) {
+        let mut whole = build(codec, 0, &records);
+        let (ts_type, max_ts) = if log_append {
+            (TimestampType::LogAppendTime, ts)
+        } else {
+            (TimestampType::CreateTime, records.iter().map(|r| r.timestamp).max().unwrap())
+        };
+        let mut header = DetachedBatchHeader::new(&RecordBatch::parse(&whole).unwrap());
+        header.set_base_offset(base);
+        header.set_partition_leader_epoch(epoch);
+        header.set_max_timestamp(ts_type, max_ts, &whole[61..]);
+        let mut spliced = header.as_bytes().to_vec();
+        spliced.extend_from_slice(&whole[61..]);
+        {
+            let mut m = RecordBatchMut::parse(&mut whole).unwrap();
+            m.set_base_offset(base);
+            m.set_partition_leader_epoch(epoch);
+            m.set_max_timestamp(ts_type, max_ts);
+        }
+        prop_assert_eq!(&spliced, &whole);
+        prop_assert!(RecordBatch::parse(&spliced).unwrap().is_crc_valid());
     }
 
     #[test]

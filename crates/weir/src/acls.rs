@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::json;
-use weir_broker::acl::Authorizer;
 use weir_client::admin::Admin;
 use weir_kafka::acl::{
     AclBinding, AclBindingFilter, Operation, PatternFilter, PatternType, Permission, ResourceType,
     CLUSTER_NAME,
 };
+use weir_security::Authorizer;
 
 use crate::cli::{self, ClientArgs, Failure};
 
@@ -265,7 +265,7 @@ fn filters(
 }
 
 /// The ACLs of a stopped broker's data directory, with its lock.
-fn offline(dir: &PathBuf) -> Result<(Authorizer, std::fs::File), Failure> {
+fn offline(dir: &std::path::Path) -> Result<(Authorizer, std::fs::File), Failure> {
     let lock = crate::users::claim_stopped(
         dir,
         "change ACLs through it (weir acls --bootstrap, or CreateAcls)",

@@ -83,7 +83,7 @@ pub fn run(args: Args) -> ExitCode {
             }
         };
         if let Some(addr) = args.metrics {
-            if let Err(e) = weir_broker::metrics::serve(addr, running.broker.clone()) {
+            if let Err(e) = running.serve_metrics(addr) {
                 eprintln!("weir serve: {e}");
                 let _ = running.stop().await;
                 return ExitCode::FAILURE;

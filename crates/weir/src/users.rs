@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args as ClapArgs, Subcommand};
-use weir_broker::sasl::{Credential, Scram, Users, MAX_ITERATIONS, MIN_ITERATIONS};
+use weir_security::sasl::{MAX_ITERATIONS, MIN_ITERATIONS};
+use weir_security::{Credential, Scram, Users};
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -57,25 +58,19 @@ fn fail(msg: impl std::fmt::Display) -> ExitCode {
 /// Takes the lock of a stopped broker's data directory, so that no broker starts on it
 /// while a command changes it; the lock lasts as long as the returned file. `instead`
 /// says how to make the change on a running broker.
-pub fn claim_stopped(dir: &PathBuf, instead: &str) -> Result<std::fs::File, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(weir_log::manager::LOCK_FILE))
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
-    if lock.try_lock().is_err() {
-        return Err(format!(
+pub fn claim_stopped(dir: &std::path::Path, instead: &str) -> Result<std::fs::File, String> {
+    match weir_log::lock_data_dir(dir) {
+        Ok(lock) => Ok(lock),
+        Err(weir_log::DataDirLock::InUse) => Err(format!(
             "a broker is running on {}; {instead}",
             dir.display()
-        ));
+        )),
+        Err(weir_log::DataDirLock::Failed(e)) => Err(format!("{}: {e}", dir.display())),
     }
-    Ok(lock)
 }
 
 /// The users of a stopped broker's data directory, with the directory's lock.
-fn open(dir: &PathBuf) -> Result<(Users, std::fs::File), String> {
+fn open(dir: &std::path::Path) -> Result<(Users, std::fs::File), String> {
     let lock = claim_stopped(dir, "change users through it (AlterUserScramCredentials)")?;
     Ok((Users::load(dir)?, lock))
 }

@@ -13,7 +13,7 @@ use bytes::{Buf, Bytes};
 use common::{add_user, frame, free_port, kcat, make_certs, python, weir, Server};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, StrBytes};
-use weir_broker::sasl::Scram;
+use weir_security::sasl::Scram;
 
 /// One request and its response (after the correlation id), on a blocking socket.
 fn call(s: &mut std::net::TcpStream, api: ApiKey, v: i16, body: RequestKind) -> Option<Bytes> {

@@ -238,7 +238,7 @@ fn client_certificates_name_principals_that_acls_allow_and_deny() {
             .unwrap()
             .stdout;
         assert_eq!(
-            weir_broker::principal::subject_dn(&der).unwrap(),
+            weir_security::principal::subject_dn(&der).unwrap(),
             openssl_dn(&dir.join(format!("{who}.crt"))),
             "{who}"
         );

@@ -20,11 +20,11 @@ use weir_kafka::acl::{
     AclBinding, AclBindingFilter, Operation, PatternType, Permission, ResourceType,
 };
 
-use crate::acl;
 use weir_kafka::ApiError;
+use weir_security::acl;
 
 use crate::broker::Broker;
-use crate::connection::RequestContext;
+use crate::request::RequestContext;
 
 fn sb(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())

@@ -31,7 +31,7 @@ use weir_kafka::ApiError;
 use weir_log::LogConfig;
 
 use crate::broker::Broker;
-use crate::connection::RequestContext;
+use crate::request::RequestContext;
 use crate::topics::Topic;
 
 const RESOURCE_TOPIC: i8 = ConfigResourceType::Topic.code();
@@ -464,7 +464,7 @@ pub fn describe_configs(
                         .filter(|(k, _, _)| keep(k))
                     {
                         // As Kafka: secrets (a PEM private key, passwords) are never shown.
-                        let sensitive = crate::tls::is_sensitive(&k);
+                        let sensitive = weir_security::tls::is_sensitive(&k);
                         let entry = ConfigEntry {
                             name: k,
                             value: (!sensitive).then_some(val),

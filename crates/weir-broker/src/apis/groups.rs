@@ -31,7 +31,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
 use crate::broker::Broker;
-use crate::connection::RequestContext;
+use crate::request::RequestContext;
 use weir_kafka::acl::{Operation, ResourceType};
 
 const KEY_TYPE_GROUP: i8 = 0;
@@ -283,7 +283,7 @@ pub async fn join_group(
     req: JoinGroupRequest,
 ) -> JoinGroupResponse {
     if !may(broker, ctx, Operation::Read, &req.group_id) {
-        return crate::group::join_group_error(&req.member_id, ctx.version, GROUP_DENIED);
+        return weir_group::join_group_error(&req.member_id, ctx.version, GROUP_DENIED);
     }
     // Kafka reports client hosts as "/<ip>".
     let host = format!("/{}", ctx.peer.ip());

@@ -12,8 +12,9 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
-use crate::broker::{Broker, LEADER_EPOCH};
-use crate::connection::RequestContext;
+use crate::broker::Broker;
+use crate::partition::LEADER_EPOCH;
+use crate::request::RequestContext;
 use weir_kafka::acl::{Operation, ResourceType};
 use weir_kafka::topic::{validate_topic_name, OFFSETS_TOPIC};
 

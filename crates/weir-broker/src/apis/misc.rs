@@ -12,7 +12,7 @@ use kafka_protocol::ResponseError as E;
 
 use crate::apis::metadata::cluster_operations;
 use crate::broker::Broker;
-use crate::connection::RequestContext;
+use crate::request::RequestContext;
 use weir_kafka::acl::{Operation, ResourceType};
 
 pub fn init_producer_id(

@@ -1,15 +1,15 @@
-//! The Kafka APIs Weir serves and the versions of each: this table is exactly what
-//! ApiVersions advertises, and anything outside it is refused. `handle` routes a decoded
-//! request to the module of its API family.
+//! The request handlers, one module per API family. `handle` routes a decoded request to
+//! its family; each handler takes the broker, the request's context and the request, and
+//! answers with a value (`Response`). Handlers never see frames, sockets or sessions:
+//! SASL's two APIs, which change the connection's session, are routed by the connection.
 
 use std::sync::Arc;
 
-use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestKind, ResponseKind};
+use kafka_protocol::messages::{RequestKind, ResponseKind};
 
 use crate::broker::Broker;
-use crate::connection::{encode, RequestContext};
-use crate::outgoing::Outgoing;
+use crate::request::{RequestContext, Response};
+use crate::versions::api_versions_response;
 
 mod acls;
 mod admin;
@@ -22,90 +22,21 @@ mod produce;
 mod quotas;
 pub mod sasl;
 
-/// (API, lowest, highest version) served. The ranges cover what current clients send
-/// (see shared/reference/kafka-clients.md) within what the kafka-protocol crate decodes.
-pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 3, 9),
-    (ApiKey::Fetch, 4, 12),
-    (ApiKey::ListOffsets, 1, 7),
-    (ApiKey::Metadata, 0, 12),
-    (ApiKey::OffsetCommit, 2, 9),
-    (ApiKey::OffsetFetch, 1, 9),
-    (ApiKey::FindCoordinator, 0, 4),
-    (ApiKey::JoinGroup, 0, 9),
-    (ApiKey::Heartbeat, 0, 4),
-    (ApiKey::LeaveGroup, 0, 5),
-    (ApiKey::SyncGroup, 0, 5),
-    (ApiKey::DescribeGroups, 0, 5),
-    (ApiKey::ListGroups, 0, 5),
-    (ApiKey::ApiVersions, 0, 4),
-    (ApiKey::CreateTopics, 2, 7),
-    (ApiKey::DeleteTopics, 1, 6),
-    (ApiKey::DeleteRecords, 0, 2),
-    (ApiKey::InitProducerId, 0, 4),
-    (ApiKey::OffsetForLeaderEpoch, 2, 4),
-    (ApiKey::DescribeConfigs, 1, 4),
-    (ApiKey::AlterConfigs, 0, 2),
-    (ApiKey::CreatePartitions, 0, 3),
-    (ApiKey::DeleteGroups, 0, 2),
-    (ApiKey::IncrementalAlterConfigs, 0, 1),
-    (ApiKey::OffsetDelete, 0, 0),
-    (ApiKey::DescribeCluster, 0, 1),
-    // After a v0 handshake the SASL tokens go as bare frames; v1 wraps them in
-    // SaslAuthenticate. librdkafka asks for v0 in the range before it uses v1.
-    (ApiKey::SaslHandshake, 0, 1),
-    (ApiKey::SaslAuthenticate, 0, 2),
-    (ApiKey::DescribeUserScramCredentials, 0, 0),
-    (ApiKey::AlterUserScramCredentials, 0, 0),
-    (ApiKey::DescribeAcls, 1, 3),
-    (ApiKey::CreateAcls, 1, 3),
-    (ApiKey::DeleteAcls, 1, 3),
-    (ApiKey::DescribeClientQuotas, 0, 1),
-    (ApiKey::AlterClientQuotas, 0, 1),
-];
-
-pub fn is_supported(api: ApiKey, version: i16) -> bool {
-    SUPPORTED
-        .iter()
-        .any(|(k, lo, hi)| *k == api && (*lo..=*hi).contains(&version))
-}
-
-/// The ApiVersions answer: every API in `SUPPORTED`.
-pub fn api_versions_response() -> ApiVersionsResponse {
-    let mut r = ApiVersionsResponse::default();
-    r.api_keys = SUPPORTED
-        .iter()
-        .map(|(k, lo, hi)| {
-            let mut v = ApiVersion::default();
-            v.api_key = *k as i16;
-            v.min_version = *lo;
-            v.max_version = *hi;
-            v
-        })
-        .collect();
-    r
-}
-
-/// Routes a request and encodes its response. `Ok(None)` means no response is due (acks=0
-/// produce); `Err` closes the connection (only for requests that break the protocol
-/// itself).
+/// Routes a request to its handler. `Err` closes the connection (only for requests that
+/// break the protocol itself).
 pub async fn handle(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     request: RequestKind,
-) -> Result<Option<Outgoing>, String> {
-    let v = ctx.version;
+) -> Result<Response, String> {
     let response = match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions_response()),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::metadata(broker, ctx, r)),
         RequestKind::Produce(r) => match produce::produce(broker, ctx, r).await {
             Some(r) => ResponseKind::Produce(r),
-            None => return Ok(None),
+            None => return Ok(Response::None),
         },
-        RequestKind::Fetch(r) => {
-            let reply = fetch::fetch(broker, ctx, r).await;
-            return fetch::encode(reply, v, ctx.correlation_id).map(Some);
-        }
+        RequestKind::Fetch(r) => return Ok(Response::Fetch(fetch::fetch(broker, ctx, r).await)),
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(offsets::list_offsets(broker, ctx, r))
         }
@@ -190,23 +121,5 @@ pub async fn handle(
             ))
         }
     };
-    encode(ctx.api_key, v, ctx.correlation_id, &response).map(|b| Some(Outgoing::Frame(b)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_advertised_range_is_one_the_codec_supports() {
-        for (k, lo, hi) in SUPPORTED {
-            let r = k.valid_versions();
-            assert!(
-                r.min <= *lo && *hi <= r.max,
-                "{k:?} {lo}..={hi} outside {}..={}",
-                r.min,
-                r.max
-            );
-        }
-    }
+    Ok(Response::Message(response))
 }

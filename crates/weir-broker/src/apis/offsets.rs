@@ -19,9 +19,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError as E;
 
-use crate::broker::{Broker, LEADER_EPOCH};
-use crate::connection::RequestContext;
-use crate::topics::Partition;
+use crate::broker::Broker;
+use crate::partition::Partition;
+use crate::partition::LEADER_EPOCH;
+use crate::request::RequestContext;
 use weir_kafka::acl::{Operation, ResourceType};
 
 /// The partition, if the client may do `op` to its topic (checked first, so a denied

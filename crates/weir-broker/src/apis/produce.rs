@@ -9,49 +9,31 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
-use weir_log::AppendOrigin;
+use weir_log::{AppendOrigin, LogConfig, ProducedRecords};
 
 use weir_kafka::acl::{Operation, ResourceType};
 use weir_kafka::ApiError;
 
-use crate::broker::{Broker, LEADER_EPOCH};
-use crate::connection::RequestContext;
-use crate::quota::Kind;
-use crate::topics::Partition;
+use crate::broker::Broker;
+use crate::partition::Partition;
+use crate::request::RequestContext;
+use weir_security::quota::Kind;
 
-/// Appends one partition's records; the error says what to send back. `blocking`: the
-/// append may take milliseconds (it fsyncs, or inflates a compressed batch to validate
-/// it), so it runs off the runtime's workers, letting other connections go on.
+/// Appends one partition's records. `blocking`: the append may take milliseconds (it
+/// fsyncs, or inflates a compressed batch to validate it), so it runs off the runtime's
+/// workers, letting other connections go on.
 fn append(
     partition: &Partition,
-    records: Vec<u8>,
+    records: ProducedRecords,
+    config: &LogConfig,
     blocking: bool,
 ) -> Result<weir_log::LogAppendInfo, ApiError> {
-    let now = weir_log::now_ms();
-    let run = || {
-        partition
-            .observe(partition.lock_log().and_then(|mut log| {
-                log.append_as_leader(records, LEADER_EPOCH, now, AppendOrigin::Client)
-            }))
-            .map_err(ApiError::from)
-    };
-    let info = if blocking {
-        tokio::task::block_in_place(run)?
+    let run = || partition.append(records, config).map_err(ApiError::from);
+    if blocking {
+        tokio::task::block_in_place(run)
     } else {
-        run()?
-    };
-    partition.appended.notify_waiters();
-    Ok(info)
-}
-
-/// Whether validating these records decompresses them: a compressed v2 batch, or any
-/// legacy message set (converted through memory).
-fn inflates(records: &[u8]) -> bool {
-    weir_record::LogEntry::parse(records).is_ok_and(|e| {
-        e.magic() < 2
-            || e.compression()
-                .is_ok_and(|c| c != weir_record::Compression::None)
-    })
+        run()
+    }
 }
 
 pub async fn produce(
@@ -138,24 +120,25 @@ pub async fn produce(
                         ApiError::new(E::CorruptMessage, "the request holds no records")
                     })?;
                 crate::metrics::bytes_in(records.len());
-                Ok((
-                    partition,
-                    records.to_vec(),
-                    topic.config.flush_messages <= 1,
-                ))
+                // One walk over the entries' headers (sizes, CRCs, codecs), nothing
+                // inflated yet; the records stay in the request's buffer.
+                let produced =
+                    ProducedRecords::analyze(records.clone(), &topic.config, AppendOrigin::Client)?;
+                Ok((partition, produced, topic))
             })();
             let result = match checked {
-                Ok((partition, records, fsync)) => {
-                    // Validating a compressed batch inflates it (up to the validator's
-                    // MAX_DECOMPRESSED_BYTES): only so many run at once, which bounds the
-                    // memory a flood of decompression bombs can take.
-                    let inflating = inflates(&records);
+                Ok((partition, produced, topic)) => {
+                    // Validating a compressed batch inflates it (up to
+                    // MAX_DECOMPRESSED_BATCH_BYTES): only so many run at once, which bounds
+                    // the memory a flood of decompression bombs can take.
+                    let inflating = produced.inflates();
                     let _slot = if inflating {
                         broker.inflate_slots.acquire().await.ok()
                     } else {
                         None
                     };
-                    append(partition, records, fsync || inflating)
+                    let fsync = topic.config.flush_messages <= 1;
+                    append(partition, produced, &topic.config, fsync || inflating)
                 }
                 Err(e) => Err(e),
             };

@@ -20,8 +20,8 @@ use weir_kafka::acl::Operation;
 use weir_kafka::ApiError;
 
 use crate::broker::Broker;
-use crate::connection::RequestContext;
-use crate::quota::{check_value, Entity, Name};
+use crate::request::RequestContext;
+use weir_security::quota::{check_value, Entity, Name};
 
 const USER: &str = "user";
 const CLIENT_ID: &str = "client-id";

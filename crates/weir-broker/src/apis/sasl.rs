@@ -1,5 +1,6 @@
-//! SaslHandshake and SaslAuthenticate (the connection's `sasl::Session` does the work), and
-//! the SCRAM credential APIs: DescribeUserScramCredentials and AlterUserScramCredentials.
+//! SaslHandshake and SaslAuthenticate (the connection's `sasl::Session` does the work; each
+//! answer says whether the connection closes after it), and the SCRAM credential APIs:
+//! DescribeUserScramCredentials and AlterUserScramCredentials.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -17,21 +18,17 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
-use crate::broker::Broker;
-use crate::connection::{encode, RequestContext};
-use crate::outgoing::Outgoing;
-use crate::sasl::{Credential, Scram, Session, MAX_ITERATIONS, MIN_ITERATIONS};
 use weir_kafka::acl::Operation;
+use weir_security::sasl::{Credential, Scram, Session, MAX_ITERATIONS, MIN_ITERATIONS};
 
-fn frame(ctx: &RequestContext, response: ResponseKind) -> Result<Outgoing, String> {
-    encode(ctx.api_key, ctx.version, ctx.correlation_id, &response).map(Outgoing::Frame)
-}
+use crate::broker::Broker;
+use crate::request::{RequestContext, Response};
 
 pub fn handshake(
     ctx: &RequestContext,
     session: &mut Session,
     req: SaslHandshakeRequest,
-) -> Result<(Outgoing, bool), String> {
+) -> (Response, bool) {
     let a = session.handshake(&req.mechanism, ctx.version);
     let mut r = SaslHandshakeResponse::default();
     r.error_code = a.error;
@@ -40,7 +37,7 @@ pub fn handshake(
         .into_iter()
         .map(StrBytes::from_string)
         .collect();
-    Ok((frame(ctx, ResponseKind::SaslHandshake(r))?, a.close))
+    (Response::Message(ResponseKind::SaslHandshake(r)), a.close)
 }
 
 pub fn authenticate(
@@ -48,7 +45,7 @@ pub fn authenticate(
     ctx: &RequestContext,
     session: &mut Session,
     req: SaslAuthenticateRequest,
-) -> Result<(Outgoing, bool), String> {
+) -> (Response, bool) {
     let a = session.authenticate(&req.auth_bytes, &broker.users);
     if a.error != 0 {
         tracing::info!(peer = %ctx.peer, listener = %ctx.listener, "SASL authentication failed: {}",
@@ -61,7 +58,10 @@ pub fn authenticate(
     if a.error == 0 && ctx.version >= 1 {
         r.session_lifetime_ms = session.lifetime_ms();
     }
-    Ok((frame(ctx, ResponseKind::SaslAuthenticate(r))?, a.close))
+    (
+        Response::Message(ResponseKind::SaslAuthenticate(r)),
+        a.close,
+    )
 }
 
 pub fn describe_credentials(

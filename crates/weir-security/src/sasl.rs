@@ -434,12 +434,68 @@ pub fn jaas_plain_users(jaas: &str) -> BTreeMap<String, String> {
     out
 }
 
+/// A SASL listener: the mechanisms it offers, and PLAIN's users from its JAAS
+/// configuration (`user_<name>="<password>"`, as Kafka's PlainLoginModule).
+#[derive(Debug, Clone, Default)]
+pub struct SaslListener {
+    pub mechanisms: Vec<String>,
+    pub plain_users: BTreeMap<String, String>,
+    /// `connections.max.reauth.ms`: how long an authentication lasts (KIP-368); 0, for
+    /// ever.
+    pub reauth_ms: u64,
+}
+
+impl SaslListener {
+    /// The SASL setup of listener `name` from the broker's properties (`listener.name.<name>.`
+    /// keys first, then the plain ones).
+    pub fn from_properties(name: &str, props: &BTreeMap<String, String>) -> Result<Self, String> {
+        let prefix = format!("listener.name.{}.", name.to_ascii_lowercase());
+        let get = |key: &str| {
+            props
+                .get(&format!("{prefix}{key}"))
+                .or_else(|| props.get(key))
+        };
+        let mechanisms: Vec<String> = match get("sasl.enabled.mechanisms") {
+            // Kafka's default is GSSAPI, which Weir does not offer: SCRAM instead.
+            None => vec!["SCRAM-SHA-256".into(), "SCRAM-SHA-512".into()],
+            Some(list) => list
+                .split(',')
+                .map(|m| m.trim().to_ascii_uppercase())
+                .filter(|m| !m.is_empty())
+                .collect(),
+        };
+        for m in &mechanisms {
+            if Exchange::start(m).is_none() {
+                return Err(format!(
+                    "listener {name}: SASL mechanism {m} is not offered (PLAIN, SCRAM-SHA-256, \
+                     SCRAM-SHA-512)"
+                ));
+            }
+        }
+        if mechanisms.is_empty() {
+            return Err(format!("listener {name}: sasl.enabled.mechanisms is empty"));
+        }
+        let jaas = get("plain.sasl.jaas.config").or_else(|| get("sasl.jaas.config"));
+        let reauth_ms = match get("connections.max.reauth.ms") {
+            None => 0,
+            Some(v) => v.trim().parse::<i64>().map_err(|_| {
+                format!("connections.max.reauth.ms={v}: not a number of milliseconds")
+            })?,
+        };
+        Ok(SaslListener {
+            reauth_ms: reauth_ms.max(0) as u64,
+            mechanisms,
+            plain_users: jaas.map(|j| jaas_plain_users(j)).unwrap_or_default(),
+        })
+    }
+}
+
 /// Where a connection stands with SASL. On a listener without SASL, every request is
 /// served and the principal is `User:ANONYMOUS`, as in Kafka. On a SASL listener, only
 /// ApiVersions, SaslHandshake and SaslAuthenticate are served until the client has
 /// authenticated; anything else closes the connection.
 pub struct Session {
-    listener: Option<crate::config::SaslListener>,
+    listener: Option<SaslListener>,
     state: SessionState,
     /// A v0 handshake: the tokens come as bare frames, not in SaslAuthenticate requests.
     bare_tokens: bool,
@@ -476,10 +532,7 @@ const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 const SASL_AUTHENTICATION_FAILED: i16 = 58;
 
 impl Session {
-    pub fn new(
-        listener: Option<crate::config::SaslListener>,
-        peer: std::net::SocketAddr,
-    ) -> Session {
+    pub fn new(listener: Option<SaslListener>, peer: std::net::SocketAddr) -> Session {
         Session {
             listener,
             state: SessionState::Start,

@@ -299,6 +299,57 @@ fn write_file(path: &Path, acls: &BTreeSet<AclBinding>) -> Result<(), String> {
     )
 }
 
+/// The authorizer's settings, as Kafka names them.
+#[derive(Debug, Clone)]
+pub struct AuthorizerConfig {
+    /// `super.users`: principals every check allows.
+    pub super_users: std::collections::BTreeSet<String>,
+    /// `allow.everyone.if.no.acl.found`: a resource no ACL names is open to all.
+    pub allow_everyone_if_no_acl_found: bool,
+}
+
+impl AuthorizerConfig {
+    /// From `authorizer.class.name`, `super.users` and `allow.everyone.if.no.acl.found`;
+    /// `None` when no authorizer is set.
+    pub fn from_properties(props: &BTreeMap<String, String>) -> Result<Option<Self>, String> {
+        let class = props.get("authorizer.class.name").map_or("", |s| s.trim());
+        if class.is_empty() {
+            for key in ["super.users", "allow.everyone.if.no.acl.found"] {
+                if props.contains_key(key) {
+                    return Err(format!(
+                        "{key} is set but authorizer.class.name is not: set authorizer.class.name={} \
+                         to check ACLs",
+                        AUTHORIZER_CLASSES[0]
+                    ));
+                }
+            }
+            return Ok(None);
+        }
+        if !AUTHORIZER_CLASSES.contains(&class) {
+            return Err(format!(
+                "authorizer.class.name={class}: Weir's authorizer is Kafka's ACL model; use {}",
+                AUTHORIZER_CLASSES.join(" or ")
+            ));
+        }
+        Ok(Some(AuthorizerConfig {
+            super_users: parse_super_users(props.get("super.users").map_or("", |s| s.as_str()))?,
+            allow_everyone_if_no_acl_found: match props
+                .get("allow.everyone.if.no.acl.found")
+                .map(|v| v.trim().to_ascii_lowercase())
+                .as_deref()
+            {
+                None | Some("false") => false,
+                Some("true") => true,
+                Some(v) => {
+                    return Err(format!(
+                        "allow.everyone.if.no.acl.found: '{v}' is not true or false"
+                    ))
+                }
+            },
+        }))
+    }
+}
+
 /// The class names `authorizer.class.name` may take: Kafka's own authorizers, whose ACL
 /// model Weir implements. Kafka's StandardAuthorizer is the KRaft one.
 pub const AUTHORIZER_CLASSES: &[&str] = &[

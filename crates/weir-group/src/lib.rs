@@ -1,3 +1,5 @@
+//! # weir-group
+//!
 //! The consumer group coordinator: Kafka's classic group protocol and committed offsets.
 //! Owns membership, rebalances and the offsets cache; must not touch sockets or logs itself —
 //! every byte it persists goes through [`GroupStore`].
