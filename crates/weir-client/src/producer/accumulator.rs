@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::{Bytes, BytesMut};
 use tokio::sync::Notify;
 use weir_record::{
     BatchBuilder, Compression, CompressionConfig, CompressionRatioEstimator, Header,
@@ -43,8 +44,9 @@ struct Thunk {
 pub(crate) struct ProducerBatch {
     pub tp: TopicPartition,
     builder: Option<BatchBuilder>,
-    /// The closed batch's bytes (sent as they are on every attempt).
-    pub bytes: Option<Vec<u8>>,
+    /// The closed batch's bytes, sent as they are on every attempt: each Produce request
+    /// shares them (no copy), and they go back to the pool once the batch is done.
+    pub bytes: Option<Bytes>,
     /// Bytes of pool memory this batch holds, returned when it is done.
     pooled: usize,
     thunks: Vec<Thunk>,
@@ -109,15 +111,16 @@ impl ProducerBatch {
     }
 
     fn release(
-        bytes: Option<Vec<u8>>,
+        bytes: Option<Bytes>,
         builder: Option<BatchBuilder>,
         pooled: usize,
         pool: &BufferPool,
     ) {
         drop(builder);
-        match bytes {
-            // The pool's own buffer (uncompressed batches are built in place).
-            Some(b) if b.capacity() == pooled => pool.deallocate(b),
+        // The pool's own buffer (uncompressed batches are built in place) goes back to be
+        // reused, once no request shares it any more.
+        match bytes.map(Bytes::try_into_mut) {
+            Some(Ok(b)) if b.capacity() == pooled => pool.deallocate(Vec::from(b)),
             _ => pool.deallocate_bytes(pooled),
         }
     }
@@ -425,12 +428,15 @@ impl Accumulator {
         let records = batch.record_count();
         if let (Some(bytes), None) = (batch.bytes.as_mut(), batch.producer) {
             // Built before an epoch bump cleared its producer state: new id, epoch and
-            // sequence, written into the header (the CRC with them).
+            // sequence, written into the header (the CRC with them). No request holds
+            // the bytes now (the batch is back in its queue), so this does not copy.
             if let Some((pid, epoch, seq)) = producer(tp, records) {
-                if let Ok(mut m) = weir_record::RecordBatchMut::parse(bytes) {
+                let mut owned = BytesMut::from(std::mem::take(bytes));
+                if let Ok(mut m) = weir_record::RecordBatchMut::parse(&mut owned) {
                     m.set_producer_state(pid, epoch, seq);
                     batch.producer = Some((pid, epoch, seq));
                 }
+                *bytes = owned.freeze();
             }
         }
         if batch.bytes.is_none() {
@@ -454,7 +460,7 @@ impl Accumulator {
                                     .update(built.compression_ratio);
                             }
                         }
-                        batch.bytes = Some(built.bytes);
+                        batch.bytes = Some(Bytes::from(built.bytes));
                     }
                     Err(e) => {
                         let n = batch.record_count();
@@ -605,7 +611,7 @@ impl Accumulator {
         // splits to batch.size alone, which loops forever when the topic's
         // max.message.bytes is below batch.size (KAFKA-8350); halving always makes
         // progress, down to the one record that cannot fit.
-        let refused = batch.bytes.as_ref().map_or(0, Vec::len);
+        let refused = batch.bytes.as_ref().map_or(0, Bytes::len);
         let target = self.cfg.batch_size.min((refused / 2).max(1));
         let mut pieces: Vec<ProducerBatch> = Vec::new();
         let mut thunks = batch.thunks.into_iter();
@@ -770,7 +776,7 @@ mod tests {
             .await
             .unwrap();
         let mut unsent = small.queues().get_mut(&tp(1)).unwrap().pop_front().unwrap();
-        unsent.bytes = Some(vec![1, 2, 3]);
+        unsent.bytes = Some(Bytes::from_static(&[1, 2, 3]));
         assert!(small.split_and_reenqueue(unsent).is_err());
     }
 

@@ -9,7 +9,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, InitProducerIdRequest, ProduceRequest, ProduceResponse, ProducerId, TopicName,
@@ -395,7 +394,8 @@ impl Sender {
         for b in batches {
             let mut pd = PartitionProduceData::default();
             pd.index = b.tp.partition;
-            pd.records = b.bytes.as_ref().map(|bytes| Bytes::copy_from_slice(bytes));
+            // Shared with the batch, not copied: the frame encoding is the one copy.
+            pd.records = b.bytes.clone();
             topics.entry(b.tp.topic.to_string()).or_default().push(pd);
         }
         let mut req = ProduceRequest::default();
