@@ -1,0 +1,55 @@
+//! The flags every `weir bench` mode shares, the client settings made from them, and the
+//! usage error (exit code 2) that a mistake in any flag becomes. No I/O, no clients.
+
+use std::path::PathBuf;
+
+/// What every mode shares.
+#[derive(clap::Args, Clone)]
+pub(super) struct Common {
+    /// A Kafka-compatible broker, HOST:PORT. Without it, a `weir serve` of our own is started
+    /// on a temporary data directory and stopped at the end.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub(super) bootstrap: Option<String>,
+    /// Any Kafka client setting for the producer and consumer, e.g. --property
+    /// max.in.flight.requests.per.connection=1 (repeatable; wins over the flags).
+    #[arg(long = "property", value_name = "KEY=VALUE")]
+    pub(super) properties: Vec<String>,
+    /// Print the result as one JSON object on the last line of stdout.
+    #[arg(long)]
+    pub(super) json: bool,
+    /// Draw the latency distribution as an SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub(super) plot: Option<PathBuf>,
+}
+
+/// A mistake in the flags (exit code 2).
+#[derive(Debug)]
+pub(super) struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+pub(super) fn usage(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Usage(msg.into()))
+}
+
+/// Client settings: ours, then the user's --property pairs (later ones win).
+pub(super) fn settings(
+    bootstrap: &str,
+    ours: &[(&str, String)],
+    common: &Common,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let mut out = vec![("bootstrap.servers".to_string(), bootstrap.to_string())];
+    out.extend(ours.iter().map(|(k, v)| (k.to_string(), v.clone())));
+    for p in &common.properties {
+        let (k, v) = crate::cli::key_value(p, "--property").map_err(usage)?;
+        out.retain(|(key, _)| *key != k);
+        out.push((k, v));
+    }
+    Ok(out)
+}

@@ -1,0 +1,187 @@
+//! `weir bench e2e`: produce at a fixed rate while consuming the same topic; latency from
+//! send to receive, carried in the first 8 bytes of each value (see the module's front doc).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail};
+use weir_client::{Consumer, DeliveryListener, Producer, ProducerRecord, TopicPartition};
+
+use super::broker::{broker, broker_cpu_since, ensure_topic, OwnBroker};
+use super::common::{settings, usage, Common};
+use super::cpu::own_cpu_seconds;
+use super::load::{pace, Tally};
+use super::report::{histogram, progress, Outcome};
+
+#[derive(clap::Args)]
+pub(super) struct E2eArgs {
+    #[command(flatten)]
+    pub(super) common: Common,
+    /// The topic; created with --partitions if it does not exist.
+    #[arg(long)]
+    topic: String,
+    /// Records per second.
+    #[arg(long, value_name = "R")]
+    rate: f64,
+    /// How long to produce.
+    #[arg(long, value_name = "D")]
+    seconds: f64,
+    /// Bytes per record value (at least 8: the send time).
+    #[arg(long, value_name = "BYTES", default_value_t = 100)]
+    record_size: usize,
+    /// compression.type.
+    #[arg(long, default_value = "none")]
+    compression: String,
+    /// acks: 0, 1 or all.
+    #[arg(long, default_value = "1")]
+    acks: String,
+    /// linger.ms (0: each record leaves at once, as a latency test wants).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    linger_ms: u64,
+    /// Partitions of the topic when it has to be created.
+    #[arg(long, value_name = "P", default_value_t = 1)]
+    partitions: i32,
+}
+
+pub(super) async fn run(a: E2eArgs) -> anyhow::Result<()> {
+    if !(a.rate > 0.0 && a.rate.is_finite()) {
+        return Err(usage(
+            "--rate must be a positive number of records per second",
+        ));
+    }
+    if !(a.seconds > 0.0 && a.seconds.is_finite()) {
+        return Err(usage("--seconds must be a positive number"));
+    }
+    if a.record_size < 8 {
+        return Err(usage(
+            "--record-size must be at least 8 (the send time travels in the value)",
+        ));
+    }
+    let total = (a.rate * a.seconds).round().max(1.0) as u64;
+    let (own, bootstrap) = broker(&a.common)?;
+    ensure_topic(&bootstrap, &a.topic, a.partitions).await?;
+    let producer = Producer::from_properties(settings(
+        &bootstrap,
+        &[
+            ("client.id", "weir-bench".into()),
+            ("compression.type", a.compression.clone()),
+            ("acks", a.acks.clone()),
+            ("linger.ms", a.linger_ms.to_string()),
+        ],
+        &a.common,
+    )?)
+    .map_err(|e| usage(e.to_string()))?;
+    let mut consumer = Consumer::from_properties(settings(
+        &bootstrap,
+        &[
+            ("client.id", "weir-bench".into()),
+            ("allow.auto.create.topics", "false".into()),
+            // Every record as soon as it is there.
+            ("fetch.min.bytes", "1".into()),
+        ],
+        &a.common,
+    )?)
+    .map_err(|e| usage(e.to_string()))?;
+    let partitions: Vec<TopicPartition> = consumer
+        .partitions_for(&a.topic)
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    consumer
+        .assign(partitions.clone())
+        .map_err(|e| anyhow!("{e}"))?;
+    // Only what this run sends: start at the current end of every partition.
+    let ends = consumer
+        .end_offsets(&partitions)
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    for (tp, end) in &ends {
+        consumer.seek(tp, *end).map_err(|e| anyhow!("{e}"))?;
+    }
+    // Positions are resolved before the clock starts.
+    for tp in &partitions {
+        consumer.position(tp).await.map_err(|e| anyhow!("{e}"))?;
+    }
+
+    let base = Instant::now();
+    let done = Arc::new(AtomicU64::new(0));
+    let bar = progress(total, done.clone());
+    let cpu0 = own_cpu_seconds();
+    let broker_cpu0 = own.as_ref().and_then(OwnBroker::cpu_seconds);
+    let received = done.clone();
+    let reader = tokio::spawn(async move {
+        let mut latency = histogram();
+        let (mut n, mut bytes) = (0u64, 0u64);
+        let mut last_data = Instant::now();
+        while n < total {
+            let batch = consumer.poll(Duration::from_millis(100)).await?;
+            let now = base.elapsed().as_nanos() as u64;
+            if batch.is_empty() {
+                if last_data.elapsed() > Duration::from_secs(10) {
+                    break;
+                }
+                continue;
+            }
+            last_data = Instant::now();
+            for r in &batch {
+                let Some(v) = r.value.as_ref().filter(|v| v.len() >= 8) else {
+                    continue;
+                };
+                let sent = u64::from_be_bytes(v[..8].try_into().expect("8 bytes"));
+                latency.saturating_record((now.saturating_sub(sent) / 1000).max(1));
+                bytes += v.len() as u64;
+                n += 1;
+            }
+            received.store(n, Ordering::Relaxed);
+        }
+        let _ = consumer.close_with_timeout(Duration::from_secs(5)).await;
+        Ok::<_, weir_client::ClientError>((n, bytes, latency))
+    });
+
+    let tally = Arc::new(Tally::default());
+    let listener: Arc<dyn DeliveryListener> = tally.clone();
+    let filler: Vec<u8> = (0..a.record_size - 8)
+        .map(|i| b'a' + (i % 26) as u8)
+        .collect();
+    let start = Instant::now();
+    let topic: Arc<str> = a.topic.as_str().into();
+    for i in 0..total {
+        pace(start, i, a.rate).await;
+        let mut value = Vec::with_capacity(a.record_size);
+        value.extend_from_slice(&(base.elapsed().as_nanos() as u64).to_be_bytes());
+        value.extend_from_slice(&filler);
+        let mut record = ProducerRecord::new(topic.clone());
+        record.value = Some(value.into());
+        producer
+            .send_with_listener(record, &listener, i)
+            .await
+            .map_err(|e| anyhow!("record {i} was not sent: {e}"))?;
+    }
+    producer.flush().await.map_err(|e| anyhow!("{e}"))?;
+    let _ = producer.close(Duration::from_secs(30)).await;
+    let (n, bytes, latency) = reader
+        .await
+        .map_err(|e| anyhow!("the consumer task failed: {e}"))?
+        .map_err(|e| anyhow!("consuming: {e}"))?;
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu = own_cpu_seconds() - cpu0;
+    let broker_cpu = broker_cpu_since(&own, broker_cpu0);
+    done.store(u64::MAX, Ordering::Relaxed);
+    let _ = bar.await;
+    tally.check(total)?;
+    if n < total {
+        bail!("{total} records were acknowledged but only {n} arrived at the consumer");
+    }
+    let outcome = Outcome {
+        mode: "e2e",
+        records: n,
+        bytes,
+        seconds,
+        latency,
+        request_latency: None,
+        cpu_seconds: cpu,
+        broker_cpu_seconds: broker_cpu,
+    };
+    drop(own);
+    outcome.report(&a.common)
+}

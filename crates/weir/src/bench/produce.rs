@@ -1,0 +1,218 @@
+//! `weir bench produce`: N records from K producers, as fast as they go or at --rate;
+//! throughput and send-to-acknowledgement latency. It reads nothing back.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use hdrhistogram::Histogram;
+use weir_client::{DeliveryListener, Producer, ProducerRecord, RecordMetadata};
+
+use super::broker::{broker, broker_cpu_since, ensure_topic, OwnBroker};
+use super::common::{settings, usage, Common};
+use super::cpu::own_cpu_seconds;
+use super::load::{pace, payloads, Tally};
+use super::report::{histogram, progress, Outcome};
+
+#[derive(clap::Args)]
+pub(super) struct ProduceArgs {
+    #[command(flatten)]
+    pub(super) common: Common,
+    /// The topic; created with --partitions if it does not exist.
+    #[arg(long)]
+    topic: String,
+    /// How many records to send in all.
+    #[arg(long, value_name = "N")]
+    records: u64,
+    /// Bytes per record value (random letters, as Kafka's perf test writes).
+    #[arg(long, value_name = "BYTES", default_value_t = 100)]
+    record_size: usize,
+    /// Take record values from this file instead, one per line, in turn.
+    #[arg(long, value_name = "FILE", conflicts_with = "record_size")]
+    payload_file: Option<PathBuf>,
+    /// compression.type: none, gzip, snappy, lz4 or zstd.
+    #[arg(long, default_value = "none")]
+    compression: String,
+    /// acks: 0, 1 or all.
+    #[arg(long, default_value = "all")]
+    acks: String,
+    /// batch.size in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 16384)]
+    batch_size: usize,
+    /// linger.ms.
+    #[arg(long, value_name = "MS", default_value_t = 5)]
+    linger_ms: u64,
+    /// Partitions of the topic when it has to be created.
+    #[arg(long, value_name = "P", default_value_t = 1)]
+    partitions: i32,
+    /// Independent producers (each its own connections), sharing the records.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    producers: u32,
+    /// Records per second in all; as fast as possible without it.
+    #[arg(long, value_name = "R")]
+    rate: Option<f64>,
+}
+
+/// What the producers' acknowledgements add up to: counts, the first error, and the
+/// send-to-acknowledgement latency of each record (its token is its send time).
+struct Acks {
+    base: Instant,
+    tally: Tally,
+    latency: Mutex<Histogram<u64>>,
+    done: AtomicU64,
+}
+
+impl DeliveryListener for Acks {
+    fn on_delivery(&self, sent_at: u64, result: weir_client::Result<RecordMetadata>) {
+        if result.is_ok() {
+            let now = self.base.elapsed().as_nanos() as u64;
+            let us = (now.saturating_sub(sent_at) / 1000).max(1);
+            if let Ok(mut h) = self.latency.lock() {
+                h.saturating_record(us);
+            }
+        }
+        self.tally.count(&result);
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<()> {
+    if a.records == 0 {
+        return Err(usage("--records must be at least 1"));
+    }
+    if a.producers == 0 {
+        return Err(usage("--producers must be at least 1"));
+    }
+    if a.partitions < 1 {
+        return Err(usage("--partitions must be at least 1"));
+    }
+    if a.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
+        return Err(usage(
+            "--rate must be a positive number of records per second",
+        ));
+    }
+    let values = payloads(a.record_size, a.payload_file.as_deref())?;
+    let (own, bootstrap) = broker(&a.common)?;
+    ensure_topic(&bootstrap, &a.topic, a.partitions).await?;
+    let props = settings(
+        &bootstrap,
+        &[
+            ("client.id", "weir-bench".into()),
+            ("compression.type", a.compression.clone()),
+            ("acks", a.acks.clone()),
+            ("batch.size", a.batch_size.to_string()),
+            ("linger.ms", a.linger_ms.to_string()),
+        ],
+        &a.common,
+    )?;
+    let producers = (0..a.producers)
+        .map(|_| Producer::from_properties(props.clone()).map_err(|e| usage(e.to_string())))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+
+    let outcomes = Arc::new(Acks {
+        base: Instant::now(),
+        tally: Tally::default(),
+        latency: Mutex::new(histogram()),
+        done: AtomicU64::new(0),
+    });
+    let listener: Arc<dyn DeliveryListener> = outcomes.clone();
+    let done = Arc::new(AtomicU64::new(0));
+    let bar = progress(a.records, done.clone());
+    let topic: Arc<str> = a.topic.as_str().into();
+    let values = Arc::new(values);
+    let cpu0 = own_cpu_seconds();
+    let broker_cpu0 = own.as_ref().and_then(OwnBroker::cpu_seconds);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    // Copies the acknowledged count to the progress bar's counter.
+    let ticker = {
+        let (outcomes, done) = (outcomes.clone(), done.clone());
+        tokio::spawn(async move {
+            loop {
+                done.store(outcomes.done.load(Ordering::Relaxed), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    for (k, producer) in producers.into_iter().enumerate() {
+        // Records k, k+K, k+2K, ... go through producer k.
+        let share =
+            a.records / a.producers as u64 + u64::from((k as u64) < a.records % a.producers as u64);
+        let rate = a.rate.map(|r| r / a.producers as f64);
+        let (listener, topic, values, base) = (
+            listener.clone(),
+            topic.clone(),
+            values.clone(),
+            outcomes.base,
+        );
+        tasks.push(tokio::spawn(async move {
+            for i in 0..share {
+                if let Some(rate) = rate {
+                    pace(start, i, rate).await;
+                }
+                let value = values[(i as usize + k) % values.len()].clone();
+                let mut record = ProducerRecord::new(topic.clone());
+                record.value = Some(value);
+                // The token is the send time, so the listener can tell each latency.
+                let sent_at = base.elapsed().as_nanos() as u64;
+                let r = producer
+                    .send_with_listener(record, &listener, sent_at)
+                    .await;
+                if let Err(e) = r {
+                    let _ = producer.close(Duration::from_secs(5)).await;
+                    return Err(anyhow!("record {i} was not sent: {e}"));
+                }
+            }
+            producer.flush().await.map_err(|e| anyhow!("{e}"))?;
+            let requests = producer.request_latency();
+            producer
+                .close(Duration::from_secs(30))
+                .await
+                .map_err(|e| anyhow!("{e}"))?;
+            Ok(requests)
+        }));
+    }
+    let mut failure = None;
+    let mut request_latency = histogram();
+    for t in tasks {
+        match t.await {
+            Ok(Ok(h)) => {
+                let _ = request_latency.add(&h);
+            }
+            Ok(Err(e)) => failure = failure.or(Some(e)),
+            Err(e) => failure = failure.or(Some(anyhow!("a producer task failed: {e}"))),
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu = own_cpu_seconds() - cpu0;
+    let broker_cpu = broker_cpu_since(&own, broker_cpu0);
+    ticker.abort();
+    done.store(u64::MAX, Ordering::Relaxed);
+    let _ = bar.await;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    outcomes.tally.check(a.records)?;
+    let acked = outcomes.tally.acked.load(Ordering::Relaxed);
+    let bytes: u64 = (0..acked)
+        .map(|i| values[i as usize % values.len()].len() as u64)
+        .sum::<u64>();
+    let latency = std::mem::replace(
+        &mut *outcomes.latency.lock().unwrap_or_else(|p| p.into_inner()),
+        histogram(),
+    );
+    let outcome = Outcome {
+        mode: "produce",
+        records: acked,
+        bytes,
+        seconds,
+        latency,
+        request_latency: (!request_latency.is_empty()).then_some(request_latency),
+        cpu_seconds: cpu,
+        broker_cpu_seconds: broker_cpu,
+    };
+    drop(own);
+    outcome.report(&a.common)
+}
