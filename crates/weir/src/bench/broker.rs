@@ -13,7 +13,7 @@ use super::cpu::process_cpu_seconds;
 
 /// A `weir serve` started for this run on a temporary directory; stopped (SIGTERM, then
 /// waited for) when dropped.
-pub(super) struct OwnBroker {
+struct OwnBroker {
     child: Child,
     _dir: tempfile::TempDir,
 }
@@ -57,7 +57,7 @@ impl OwnBroker {
     }
 
     /// CPU seconds the broker has used so far (user + system).
-    pub(super) fn cpu_seconds(&self) -> Option<f64> {
+    fn cpu_seconds(&self) -> Option<f64> {
         process_cpu_seconds(self.child.id())
     }
 }
@@ -80,61 +80,76 @@ impl Drop for OwnBroker {
     }
 }
 
-/// Resolves the broker for a run: the one given, or our own.
-pub(super) fn broker(common: &Common) -> anyhow::Result<(Option<OwnBroker>, String)> {
-    match &common.bootstrap {
-        Some(b) => Ok((None, b.clone())),
-        None => {
-            let (own, b) = OwnBroker::start()?;
-            Ok((Some(own), b))
-        }
-    }
+/// The broker a run measures: the one `--bootstrap` names, or our own (stopped when this is
+/// dropped).
+pub(super) struct Broker {
+    pub(super) bootstrap: String,
+    own: Option<OwnBroker>,
 }
 
-/// Makes sure the topic exists: creates it with `partitions` partitions if not. Returns
-/// its partition count.
-pub(super) async fn ensure_topic(
-    bootstrap: &str,
-    topic: &str,
-    partitions: i32,
-) -> anyhow::Result<usize> {
-    let admin = Admin::from_properties([
-        ("bootstrap.servers", bootstrap),
-        ("default.api.timeout.ms", "10000"),
-    ])
-    .map_err(|e| anyhow!("{e}"))?;
-    let created = admin
-        .create_topics(&[NewTopic::new(topic, partitions, -1)], false)
-        .await
-        .map_err(|e| anyhow!("{e}"))
-        .with_context(|| format!("creating topic '{topic}' on {bootstrap}"))?;
-    for (_, r) in created {
-        match r {
-            Ok(()) => {}
-            Err(e) if e.code() == Some(36) => {} // TOPIC_ALREADY_EXISTS
-            Err(e) => bail!("creating topic '{topic}': {e}"),
+impl Broker {
+    /// The broker given, or our own, started now.
+    pub(super) fn resolve(common: &Common) -> anyhow::Result<Broker> {
+        match &common.bootstrap {
+            Some(b) => Ok(Broker {
+                bootstrap: b.clone(),
+                own: None,
+            }),
+            None => {
+                let (own, bootstrap) = OwnBroker::start()?;
+                Ok(Broker {
+                    bootstrap,
+                    own: Some(own),
+                })
+            }
         }
     }
-    let described = admin
-        .describe_topics(&[topic.to_string()])
-        .await
+
+    /// Whether it is our own broker, which starts empty.
+    pub(super) fn is_own(&self) -> bool {
+        self.own.is_some()
+    }
+
+    /// CPU seconds our own broker has used so far; none for a given one, whose process we
+    /// cannot see.
+    pub(super) fn cpu_seconds(&self) -> Option<f64> {
+        self.own.as_ref().and_then(OwnBroker::cpu_seconds)
+    }
+
+    /// Makes sure the topic exists: creates it with `partitions` partitions if not. Returns
+    /// its partition count.
+    pub(super) async fn ensure_topic(&self, topic: &str, partitions: i32) -> anyhow::Result<usize> {
+        let bootstrap = self.bootstrap.as_str();
+        let admin = Admin::from_properties([
+            ("bootstrap.servers", bootstrap),
+            ("default.api.timeout.ms", "10000"),
+        ])
         .map_err(|e| anyhow!("{e}"))?;
-    let (_, d) = described
-        .into_iter()
-        .next()
-        .ok_or_else(|| anyhow!("the broker did not describe topic '{topic}'"))?;
-    let d = d.map_err(|e| anyhow!("describing topic '{topic}': {e}"))?;
-    let n = d.partitions.len();
-    if n as i32 != partitions {
-        eprintln!("weir bench: topic '{topic}' already exists with {n} partitions; using them");
+        let created = admin
+            .create_topics(&[NewTopic::new(topic, partitions, -1)], false)
+            .await
+            .map_err(|e| anyhow!("{e}"))
+            .with_context(|| format!("creating topic '{topic}' on {bootstrap}"))?;
+        for (_, r) in created {
+            match r {
+                Ok(()) => {}
+                Err(e) if e.code() == Some(36) => {} // TOPIC_ALREADY_EXISTS
+                Err(e) => bail!("creating topic '{topic}': {e}"),
+            }
+        }
+        let described = admin
+            .describe_topics(&[topic.to_string()])
+            .await
+            .map_err(|e| anyhow!("{e}"))?;
+        let (_, d) = described
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow!("the broker did not describe topic '{topic}'"))?;
+        let d = d.map_err(|e| anyhow!("describing topic '{topic}': {e}"))?;
+        let n = d.partitions.len();
+        if n as i32 != partitions {
+            eprintln!("weir bench: topic '{topic}' already exists with {n} partitions; using them");
+        }
+        Ok(n)
     }
-    Ok(n)
-}
-
-/// CPU seconds our own broker used since `before`.
-pub(super) fn broker_cpu_since(own: &Option<OwnBroker>, before: Option<f64>) -> Option<f64> {
-    own.as_ref()
-        .and_then(OwnBroker::cpu_seconds)
-        .zip(before)
-        .map(|(now, before)| now - before)
 }

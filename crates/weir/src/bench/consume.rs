@@ -1,18 +1,17 @@
 //! `weir bench consume`: N records read from the beginning of every partition; throughput,
 //! and how long each poll waited. Only on a broker of our own does it write the records first.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use weir_client::{Consumer, DeliveryListener, Producer, ProducerRecord};
 
-use super::broker::{broker, broker_cpu_since, ensure_topic, OwnBroker};
+use super::broker::Broker;
 use super::common::{settings, usage, Common};
-use super::cpu::own_cpu_seconds;
 use super::load::{payloads, Tally};
-use super::report::{histogram, progress, Outcome};
+use super::report::{histogram, Meter, Outcome, Progress};
 
 #[derive(clap::Args)]
 pub(super) struct ConsumeArgs {
@@ -35,12 +34,12 @@ pub(super) struct ConsumeArgs {
 
 /// Writes `n` records of `size` bytes into a new one-partition topic (before a consume run
 /// on our own, empty broker).
-async fn fill(bootstrap: &str, topic: &str, n: u64, size: usize) -> anyhow::Result<()> {
-    ensure_topic(bootstrap, topic, 1).await?;
+async fn fill(broker: &Broker, topic: &str, n: u64, size: usize) -> anyhow::Result<()> {
+    broker.ensure_topic(topic, 1).await?;
     eprintln!("weir bench: writing {n} records of {size} bytes to read back");
     let values = payloads(size, None)?;
     let producer = Producer::from_properties([
-        ("bootstrap.servers", bootstrap),
+        ("bootstrap.servers", broker.bootstrap.as_str()),
         ("acks", "1"),
         ("linger.ms", "5"),
     ])
@@ -68,12 +67,12 @@ pub(super) async fn run(a: ConsumeArgs) -> anyhow::Result<()> {
     if a.records == 0 {
         return Err(usage("--records must be at least 1"));
     }
-    let (own, bootstrap) = broker(&a.common)?;
-    if own.is_some() {
-        fill(&bootstrap, &a.topic, a.records, a.record_size).await?;
+    let broker = Broker::resolve(&a.common)?;
+    if broker.is_own() {
+        fill(&broker, &a.topic, a.records, a.record_size).await?;
     }
     let props = settings(
-        &bootstrap,
+        &broker.bootstrap,
         &[
             ("client.id", "weir-bench".into()),
             ("allow.auto.create.topics", "false".into()),
@@ -93,13 +92,11 @@ pub(super) async fn run(a: ConsumeArgs) -> anyhow::Result<()> {
         .seek_to_beginning(&partitions)
         .map_err(|e| anyhow!("{e}"))?;
 
-    let done = Arc::new(AtomicU64::new(0));
-    let bar = progress(a.records, done.clone());
+    let progress = Progress::start(a.records);
+    let done = progress.count();
     let mut latency = histogram();
     let idle_limit = Duration::from_millis(a.timeout_ms);
-    let cpu0 = own_cpu_seconds();
-    let broker_cpu0 = own.as_ref().and_then(OwnBroker::cpu_seconds);
-    let start = Instant::now();
+    let meter = Meter::start(&broker);
     let mut last_data = Instant::now();
     let (mut records, mut bytes) = (0u64, 0u64);
     while records < a.records {
@@ -123,11 +120,8 @@ pub(super) async fn run(a: ConsumeArgs) -> anyhow::Result<()> {
         }
         done.store(records, Ordering::Relaxed);
     }
-    let seconds = start.elapsed().as_secs_f64();
-    let cpu = own_cpu_seconds() - cpu0;
-    let broker_cpu = broker_cpu_since(&own, broker_cpu0);
-    done.store(u64::MAX, Ordering::Relaxed);
-    let _ = bar.await;
+    let spent = meter.stop(&broker);
+    progress.finish().await;
     let _ = consumer.close_with_timeout(Duration::from_secs(5)).await;
     if records < a.records {
         bail!(
@@ -141,12 +135,10 @@ pub(super) async fn run(a: ConsumeArgs) -> anyhow::Result<()> {
         mode: "consume",
         records,
         bytes,
-        seconds,
         latency,
         request_latency: None,
-        cpu_seconds: cpu,
-        broker_cpu_seconds: broker_cpu,
+        spent,
     };
-    drop(own);
+    drop(broker);
     outcome.report(&a.common)
 }

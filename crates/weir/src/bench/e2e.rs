@@ -1,18 +1,17 @@
 //! `weir bench e2e`: produce at a fixed rate while consuming the same topic; latency from
 //! send to receive, carried in the first 8 bytes of each value (see the module's front doc).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 use weir_client::{Consumer, DeliveryListener, Producer, ProducerRecord, TopicPartition};
 
-use super::broker::{broker, broker_cpu_since, ensure_topic, OwnBroker};
+use super::broker::Broker;
 use super::common::{settings, usage, Common};
-use super::cpu::own_cpu_seconds;
 use super::load::{pace, Tally};
-use super::report::{histogram, progress, Outcome};
+use super::report::{histogram, Meter, Outcome, Progress};
 
 #[derive(clap::Args)]
 pub(super) struct E2eArgs {
@@ -59,10 +58,10 @@ pub(super) async fn run(a: E2eArgs) -> anyhow::Result<()> {
         ));
     }
     let total = (a.rate * a.seconds).round().max(1.0) as u64;
-    let (own, bootstrap) = broker(&a.common)?;
-    ensure_topic(&bootstrap, &a.topic, a.partitions).await?;
+    let broker = Broker::resolve(&a.common)?;
+    broker.ensure_topic(&a.topic, a.partitions).await?;
     let producer = Producer::from_properties(settings(
-        &bootstrap,
+        &broker.bootstrap,
         &[
             ("client.id", "weir-bench".into()),
             ("compression.type", a.compression.clone()),
@@ -73,7 +72,7 @@ pub(super) async fn run(a: E2eArgs) -> anyhow::Result<()> {
     )?)
     .map_err(|e| usage(e.to_string()))?;
     let mut consumer = Consumer::from_properties(settings(
-        &bootstrap,
+        &broker.bootstrap,
         &[
             ("client.id", "weir-bench".into()),
             ("allow.auto.create.topics", "false".into()),
@@ -104,11 +103,8 @@ pub(super) async fn run(a: E2eArgs) -> anyhow::Result<()> {
     }
 
     let base = Instant::now();
-    let done = Arc::new(AtomicU64::new(0));
-    let bar = progress(total, done.clone());
-    let cpu0 = own_cpu_seconds();
-    let broker_cpu0 = own.as_ref().and_then(OwnBroker::cpu_seconds);
-    let received = done.clone();
+    let progress = Progress::start(total);
+    let received = progress.count();
     let reader = tokio::spawn(async move {
         let mut latency = histogram();
         let (mut n, mut bytes) = (0u64, 0u64);
@@ -143,10 +139,10 @@ pub(super) async fn run(a: E2eArgs) -> anyhow::Result<()> {
     let filler: Vec<u8> = (0..a.record_size - 8)
         .map(|i| b'a' + (i % 26) as u8)
         .collect();
-    let start = Instant::now();
+    let meter = Meter::start(&broker);
     let topic: Arc<str> = a.topic.as_str().into();
     for i in 0..total {
-        pace(start, i, a.rate).await;
+        pace(meter.start, i, a.rate).await;
         let mut value = Vec::with_capacity(a.record_size);
         value.extend_from_slice(&(base.elapsed().as_nanos() as u64).to_be_bytes());
         value.extend_from_slice(&filler);
@@ -163,11 +159,8 @@ pub(super) async fn run(a: E2eArgs) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow!("the consumer task failed: {e}"))?
         .map_err(|e| anyhow!("consuming: {e}"))?;
-    let seconds = start.elapsed().as_secs_f64();
-    let cpu = own_cpu_seconds() - cpu0;
-    let broker_cpu = broker_cpu_since(&own, broker_cpu0);
-    done.store(u64::MAX, Ordering::Relaxed);
-    let _ = bar.await;
+    let spent = meter.stop(&broker);
+    progress.finish().await;
     tally.check(total)?;
     if n < total {
         bail!("{total} records were acknowledged but only {n} arrived at the consumer");
@@ -176,12 +169,10 @@ pub(super) async fn run(a: E2eArgs) -> anyhow::Result<()> {
         mode: "e2e",
         records: n,
         bytes,
-        seconds,
         latency,
         request_latency: None,
-        cpu_seconds: cpu,
-        broker_cpu_seconds: broker_cpu,
+        spent,
     };
-    drop(own);
+    drop(broker);
     outcome.report(&a.common)
 }

@@ -10,11 +10,10 @@ use anyhow::anyhow;
 use hdrhistogram::Histogram;
 use weir_client::{DeliveryListener, Producer, ProducerRecord, RecordMetadata};
 
-use super::broker::{broker, broker_cpu_since, ensure_topic, OwnBroker};
+use super::broker::Broker;
 use super::common::{settings, usage, Common};
-use super::cpu::own_cpu_seconds;
 use super::load::{pace, payloads, Tally};
-use super::report::{histogram, progress, Outcome};
+use super::report::{histogram, Meter, Outcome, Progress};
 
 #[derive(clap::Args)]
 pub(super) struct ProduceArgs {
@@ -61,7 +60,8 @@ struct Acks {
     base: Instant,
     tally: Tally,
     latency: Mutex<Histogram<u64>>,
-    done: AtomicU64,
+    /// Acknowledged or failed: the progress bar's count.
+    done: Arc<AtomicU64>,
 }
 
 impl DeliveryListener for Acks {
@@ -94,10 +94,10 @@ pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<()> {
         ));
     }
     let values = payloads(a.record_size, a.payload_file.as_deref())?;
-    let (own, bootstrap) = broker(&a.common)?;
-    ensure_topic(&bootstrap, &a.topic, a.partitions).await?;
+    let broker = Broker::resolve(&a.common)?;
+    broker.ensure_topic(&a.topic, a.partitions).await?;
     let props = settings(
-        &bootstrap,
+        &broker.bootstrap,
         &[
             ("client.id", "weir-bench".into()),
             ("compression.type", a.compression.clone()),
@@ -111,31 +111,19 @@ pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<()> {
         .map(|_| Producer::from_properties(props.clone()).map_err(|e| usage(e.to_string())))
         .collect::<anyhow::Result<Vec<_>>>()?;
 
+    let progress = Progress::start(a.records);
     let outcomes = Arc::new(Acks {
         base: Instant::now(),
         tally: Tally::default(),
         latency: Mutex::new(histogram()),
-        done: AtomicU64::new(0),
+        done: progress.count(),
     });
     let listener: Arc<dyn DeliveryListener> = outcomes.clone();
-    let done = Arc::new(AtomicU64::new(0));
-    let bar = progress(a.records, done.clone());
     let topic: Arc<str> = a.topic.as_str().into();
     let values = Arc::new(values);
-    let cpu0 = own_cpu_seconds();
-    let broker_cpu0 = own.as_ref().and_then(OwnBroker::cpu_seconds);
-    let start = Instant::now();
+    let meter = Meter::start(&broker);
+    let start = meter.start;
     let mut tasks = Vec::new();
-    // Copies the acknowledged count to the progress bar's counter.
-    let ticker = {
-        let (outcomes, done) = (outcomes.clone(), done.clone());
-        tokio::spawn(async move {
-            loop {
-                done.store(outcomes.done.load(Ordering::Relaxed), Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-    };
     for (k, producer) in producers.into_iter().enumerate() {
         // Records k, k+K, k+2K, ... go through producer k.
         let share =
@@ -185,12 +173,8 @@ pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<()> {
             Err(e) => failure = failure.or(Some(anyhow!("a producer task failed: {e}"))),
         }
     }
-    let seconds = start.elapsed().as_secs_f64();
-    let cpu = own_cpu_seconds() - cpu0;
-    let broker_cpu = broker_cpu_since(&own, broker_cpu0);
-    ticker.abort();
-    done.store(u64::MAX, Ordering::Relaxed);
-    let _ = bar.await;
+    let spent = meter.stop(&broker);
+    progress.finish().await;
     if let Some(e) = failure {
         return Err(e);
     }
@@ -207,12 +191,10 @@ pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<()> {
         mode: "produce",
         records: acked,
         bytes,
-        seconds,
         latency,
         request_latency: (!request_latency.is_empty()).then_some(request_latency),
-        cpu_seconds: cpu,
-        broker_cpu_seconds: broker_cpu,
+        spent,
     };
-    drop(own);
+    drop(broker);
     outcome.report(&a.common)
 }
