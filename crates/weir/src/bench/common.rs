@@ -1,7 +1,11 @@
-//! The flags every `weir bench` mode shares, the client settings made from them, and the
-//! usage error (exit code 2) that a mistake in any flag becomes. No I/O, no clients.
+//! What every `weir bench` mode shares: the common flags, the usage error (exit code 2)
+//! that a mistake in any flag becomes, and the clients made from the flags. It measures
+//! nothing and sends no records.
 
 use std::path::PathBuf;
+
+use anyhow::{anyhow, Context};
+use weir_client::{Consumer, Producer, TopicPartition};
 
 /// What every mode shares.
 #[derive(clap::Args, Clone)]
@@ -38,13 +42,17 @@ pub(super) fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(Usage(msg.into()))
 }
 
-/// Client settings: ours, then the user's --property pairs (later ones win).
-pub(super) fn settings(
+/// Client settings: the bench's client id, ours, then the user's --property pairs (later
+/// ones win).
+fn settings(
     bootstrap: &str,
     ours: &[(&str, String)],
     common: &Common,
 ) -> anyhow::Result<Vec<(String, String)>> {
-    let mut out = vec![("bootstrap.servers".to_string(), bootstrap.to_string())];
+    let mut out = vec![
+        ("bootstrap.servers".to_string(), bootstrap.to_string()),
+        ("client.id".to_string(), "weir-bench".to_string()),
+    ];
     out.extend(ours.iter().map(|(k, v)| (k.to_string(), v.clone())));
     for p in &common.properties {
         let (k, v) = crate::cli::key_value(p, "--property").map_err(usage)?;
@@ -52,4 +60,37 @@ pub(super) fn settings(
         out.push((k, v));
     }
     Ok(out)
+}
+
+/// A producer with `ours` and the user's settings; a setting the client refuses is a
+/// mistake in the flags.
+pub(super) fn new_producer(
+    bootstrap: &str,
+    ours: &[(&str, String)],
+    common: &Common,
+) -> anyhow::Result<Producer> {
+    Producer::from_properties(settings(bootstrap, ours, common)?).map_err(|e| usage(e.to_string()))
+}
+
+/// A consumer of every partition of `topic`, assigned by hand (no group, no topic created
+/// by asking for it), with `ours` and the user's settings; and those partitions.
+pub(super) async fn assigned_consumer(
+    bootstrap: &str,
+    topic: &str,
+    ours: &[(&str, String)],
+    common: &Common,
+) -> anyhow::Result<(Consumer, Vec<TopicPartition>)> {
+    let mut all = vec![("allow.auto.create.topics", "false".to_string())];
+    all.extend_from_slice(ours);
+    let mut consumer = Consumer::from_properties(settings(bootstrap, &all, common)?)
+        .map_err(|e| usage(e.to_string()))?;
+    let partitions = consumer
+        .partitions_for(topic)
+        .await
+        .map_err(|e| anyhow!("{e}"))
+        .with_context(|| format!("reading topic '{topic}'"))?;
+    consumer
+        .assign(partitions.clone())
+        .map_err(|e| anyhow!("{e}"))?;
+    Ok((consumer, partitions))
 }

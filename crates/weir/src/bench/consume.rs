@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use weir_client::{Consumer, DeliveryListener, Producer, ProducerRecord};
+use weir_client::{DeliveryListener, Producer, ProducerRecord};
 
 use super::broker::Broker;
-use super::common::{settings, usage, Common};
+use super::common::{assigned_consumer, usage, Common};
 use super::load::{payloads, Tally};
 use super::report::{histogram, Meter, Outcome, Progress};
 
@@ -48,8 +48,8 @@ async fn fill(broker: &Broker, topic: &str, n: u64, size: usize) -> anyhow::Resu
     let listener: Arc<dyn DeliveryListener> = tally.clone();
     let topic: Arc<str> = topic.into();
     for i in 0..n {
-        let mut record = ProducerRecord::new(topic.clone());
-        record.value = Some(values[i as usize % values.len()].clone());
+        let record =
+            ProducerRecord::new(topic.clone()).value(values[i as usize % values.len()].clone());
         producer
             .send_with_listener(record, &listener, i)
             .await
@@ -71,23 +71,8 @@ pub(super) async fn run(a: ConsumeArgs) -> anyhow::Result<()> {
     if broker.is_own() {
         fill(&broker, &a.topic, a.records, a.record_size).await?;
     }
-    let props = settings(
-        &broker.bootstrap,
-        &[
-            ("client.id", "weir-bench".into()),
-            ("allow.auto.create.topics", "false".into()),
-        ],
-        &a.common,
-    )?;
-    let mut consumer = Consumer::from_properties(props).map_err(|e| usage(e.to_string()))?;
-    let partitions = consumer
-        .partitions_for(&a.topic)
-        .await
-        .map_err(|e| anyhow!("{e}"))
-        .with_context(|| format!("reading topic '{}'", a.topic))?;
-    consumer
-        .assign(partitions.clone())
-        .map_err(|e| anyhow!("{e}"))?;
+    let (mut consumer, partitions) =
+        assigned_consumer(&broker.bootstrap, &a.topic, &[], &a.common).await?;
     consumer
         .seek_to_beginning(&partitions)
         .map_err(|e| anyhow!("{e}"))?;

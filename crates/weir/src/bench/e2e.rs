@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
-use weir_client::{Consumer, DeliveryListener, Producer, ProducerRecord, TopicPartition};
+use weir_client::{DeliveryListener, ProducerRecord};
 
 use super::broker::Broker;
-use super::common::{settings, usage, Common};
+use super::common::{assigned_consumer, new_producer, usage, Common};
 use super::load::{pace, Tally};
 use super::report::{histogram, Meter, Outcome, Progress};
 
@@ -60,35 +60,23 @@ pub(super) async fn run(a: E2eArgs) -> anyhow::Result<()> {
     let total = (a.rate * a.seconds).round().max(1.0) as u64;
     let broker = Broker::resolve(&a.common)?;
     broker.ensure_topic(&a.topic, a.partitions).await?;
-    let producer = Producer::from_properties(settings(
+    let producer = new_producer(
         &broker.bootstrap,
         &[
-            ("client.id", "weir-bench".into()),
             ("compression.type", a.compression.clone()),
             ("acks", a.acks.clone()),
             ("linger.ms", a.linger_ms.to_string()),
         ],
         &a.common,
-    )?)
-    .map_err(|e| usage(e.to_string()))?;
-    let mut consumer = Consumer::from_properties(settings(
+    )?;
+    let (mut consumer, partitions) = assigned_consumer(
         &broker.bootstrap,
-        &[
-            ("client.id", "weir-bench".into()),
-            ("allow.auto.create.topics", "false".into()),
-            // Every record as soon as it is there.
-            ("fetch.min.bytes", "1".into()),
-        ],
+        &a.topic,
+        // Every record as soon as it is there.
+        &[("fetch.min.bytes", "1".into())],
         &a.common,
-    )?)
-    .map_err(|e| usage(e.to_string()))?;
-    let partitions: Vec<TopicPartition> = consumer
-        .partitions_for(&a.topic)
-        .await
-        .map_err(|e| anyhow!("{e}"))?;
-    consumer
-        .assign(partitions.clone())
-        .map_err(|e| anyhow!("{e}"))?;
+    )
+    .await?;
     // Only what this run sends: start at the current end of every partition.
     let ends = consumer
         .end_offsets(&partitions)
@@ -146,8 +134,7 @@ pub(super) async fn run(a: E2eArgs) -> anyhow::Result<()> {
         let mut value = Vec::with_capacity(a.record_size);
         value.extend_from_slice(&(base.elapsed().as_nanos() as u64).to_be_bytes());
         value.extend_from_slice(&filler);
-        let mut record = ProducerRecord::new(topic.clone());
-        record.value = Some(value.into());
+        let record = ProducerRecord::new(topic.clone()).value(value);
         producer
             .send_with_listener(record, &listener, i)
             .await

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use hdrhistogram::Histogram;
-use weir_client::{DeliveryListener, Producer, ProducerRecord, RecordMetadata};
+use weir_client::{DeliveryListener, ProducerRecord, RecordMetadata};
 
 use super::broker::Broker;
-use super::common::{settings, usage, Common};
+use super::common::{new_producer, usage, Common};
 use super::load::{pace, payloads, Tally};
 use super::report::{histogram, Meter, Outcome, Progress};
 
@@ -96,19 +96,14 @@ pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<()> {
     let values = payloads(a.record_size, a.payload_file.as_deref())?;
     let broker = Broker::resolve(&a.common)?;
     broker.ensure_topic(&a.topic, a.partitions).await?;
-    let props = settings(
-        &broker.bootstrap,
-        &[
-            ("client.id", "weir-bench".into()),
-            ("compression.type", a.compression.clone()),
-            ("acks", a.acks.clone()),
-            ("batch.size", a.batch_size.to_string()),
-            ("linger.ms", a.linger_ms.to_string()),
-        ],
-        &a.common,
-    )?;
+    let ours = [
+        ("compression.type", a.compression.clone()),
+        ("acks", a.acks.clone()),
+        ("batch.size", a.batch_size.to_string()),
+        ("linger.ms", a.linger_ms.to_string()),
+    ];
     let producers = (0..a.producers)
-        .map(|_| Producer::from_properties(props.clone()).map_err(|e| usage(e.to_string())))
+        .map(|_| new_producer(&broker.bootstrap, &ours, &a.common))
         .collect::<anyhow::Result<Vec<_>>>()?;
 
     let progress = Progress::start(a.records);
@@ -141,8 +136,7 @@ pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<()> {
                     pace(start, i, rate).await;
                 }
                 let value = values[(i as usize + k) % values.len()].clone();
-                let mut record = ProducerRecord::new(topic.clone());
-                record.value = Some(value);
+                let record = ProducerRecord::new(topic.clone()).value(value);
                 // The token is the send time, so the listener can tell each latency.
                 let sent_at = base.elapsed().as_nanos() as u64;
                 let r = producer
