@@ -40,37 +40,26 @@ impl Outcome {
         } = self.spent;
         let rate = self.records as f64 / seconds;
         let mb = self.bytes as f64 / (1024.0 * 1024.0) / seconds;
-        let ms = |q: f64| self.latency.value_at_quantile(q) as f64 / 1000.0;
-        let max = self.latency.max() as f64 / 1000.0;
+        let latency = Percentiles::of(&self.latency);
+        let requests = self
+            .request_latency
+            .as_ref()
+            .map(|h| (h.len(), Percentiles::of(h)));
         eprintln!(
-            "{} records {}, {:.1} records/sec ({:.2} MB/sec), latency p50 {:.3} ms, p99 {:.3} ms, \
-             p99.9 {:.3} ms, max {:.3} ms; {:.2} s CPU in the client{}",
+            "{} records {}, {rate:.1} records/sec ({mb:.2} MB/sec), latency {latency}; \
+             {cpu_seconds:.2} s CPU in the client{}",
             self.records,
             match self.mode {
                 "produce" => "sent",
                 "consume" => "consumed",
                 _ => "sent and received",
             },
-            rate,
-            mb,
-            ms(0.5),
-            ms(0.99),
-            ms(0.999),
-            max,
-            cpu_seconds,
             broker_cpu_seconds
                 .map(|b| format!(", {b:.2} s in the broker"))
                 .unwrap_or_default()
         );
-        if let Some(h) = &self.request_latency {
-            eprintln!(
-                "Produce requests: {}, round trip p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, max {:.3} ms",
-                h.len(),
-                h.value_at_quantile(0.5) as f64 / 1000.0,
-                h.value_at_quantile(0.99) as f64 / 1000.0,
-                h.value_at_quantile(0.999) as f64 / 1000.0,
-                h.max() as f64 / 1000.0
-            );
+        if let Some((n, round_trip)) = &requests {
+            eprintln!("Produce requests: {n}, round trip {round_trip}");
         }
         if let Some(path) = &common.plot {
             plot(path, self.mode, &self.latency)?;
@@ -80,34 +69,19 @@ impl Outcome {
             );
         }
         if common.json {
-            let round = |x: f64, digits: i32| {
-                let m = 10f64.powi(digits);
-                (x * m).round() / m
-            };
             let mut v = serde_json::json!({
                 "records": self.records,
                 "seconds": round(seconds, 4),
                 "records_per_sec": round(rate, 1),
                 "mb_per_sec": round(mb, 3),
-                "latency_ms": {
-                    "p50": round(ms(0.5), 3),
-                    "p99": round(ms(0.99), 3),
-                    "p999": round(ms(0.999), 3),
-                    "max": round(max, 3),
-                },
+                "latency_ms": latency.json(),
                 "cpu_seconds": round(cpu_seconds, 3),
             });
             if let Some(b) = broker_cpu_seconds {
                 v["broker_cpu_seconds"] = serde_json::json!(round(b, 3));
             }
-            if let Some(h) = &self.request_latency {
-                let ms = |q: f64| round(h.value_at_quantile(q) as f64 / 1000.0, 3);
-                v["request_latency_ms"] = serde_json::json!({
-                    "p50": ms(0.5),
-                    "p99": ms(0.99),
-                    "p999": ms(0.999),
-                    "max": round(h.max() as f64 / 1000.0, 3),
-                });
+            if let Some((_, round_trip)) = &requests {
+                v["request_latency_ms"] = round_trip.json();
             }
             let mut out = std::io::stdout().lock();
             writeln!(out, "{v}")?;
@@ -115,6 +89,52 @@ impl Outcome {
         }
         Ok(())
     }
+}
+
+/// What the summary and the JSON line say of a latency histogram, in milliseconds.
+struct Percentiles {
+    p50: f64,
+    p99: f64,
+    p999: f64,
+    max: f64,
+}
+
+impl Percentiles {
+    fn of(h: &Histogram<u64>) -> Percentiles {
+        let ms = |us: u64| us as f64 / 1000.0;
+        Percentiles {
+            p50: ms(h.value_at_quantile(0.5)),
+            p99: ms(h.value_at_quantile(0.99)),
+            p999: ms(h.value_at_quantile(0.999)),
+            max: ms(h.max()),
+        }
+    }
+
+    /// `{"p50","p99","p999","max"}`, to the microsecond.
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "p50": round(self.p50, 3),
+            "p99": round(self.p99, 3),
+            "p999": round(self.p999, 3),
+            "max": round(self.max, 3),
+        })
+    }
+}
+
+impl std::fmt::Display for Percentiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, max {:.3} ms",
+            self.p50, self.p99, self.p999, self.max
+        )
+    }
+}
+
+/// `x` rounded to `digits` decimal places, for the JSON line.
+fn round(x: f64, digits: i32) -> f64 {
+    let m = 10f64.powi(digits);
+    (x * m).round() / m
 }
 
 /// The clocks a run is measured by, read when it starts and again when it ends: wall time,
