@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use weir_client::admin::{Admin, NewTopic};
+use weir_kafka::ErrorCode;
 
 use super::common::Common;
 use super::cpu::process_cpu_seconds;
@@ -24,11 +25,13 @@ impl OwnBroker {
             .prefix("weir-bench-")
             .tempdir()
             .context("creating a temporary data directory")?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .context("finding a free port for weir serve")?
             .port();
         let bootstrap = format!("127.0.0.1:{port}");
-        let log = std::fs::File::create(dir.path().join("serve.log"))?;
+        let log = std::fs::File::create(dir.path().join("serve.log"))
+            .context("creating serve.log in the temporary directory")?;
         let exe = std::env::current_exe().context("finding the weir binary")?;
         let child = Command::new(exe)
             .args(["serve", "--listen", &bootstrap, "--data-dir"])
@@ -42,7 +45,7 @@ impl OwnBroker {
         let mut broker = OwnBroker { child, _dir: dir };
         let start = Instant::now();
         while std::net::TcpStream::connect(&bootstrap).is_err() {
-            if let Some(status) = broker.child.try_wait()? {
+            if let Some(status) = broker.child.try_wait().context("watching weir serve")? {
                 let log = std::fs::read_to_string(broker._dir.path().join("serve.log"))
                     .unwrap_or_default();
                 bail!("weir serve exited ({status}):\n{log}");
@@ -64,6 +67,11 @@ impl OwnBroker {
 
 impl Drop for OwnBroker {
     fn drop(&mut self) {
+        // A child already reaped (it exited while starting) is not signalled: its pid may
+        // belong to another process by now.
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
         // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
@@ -133,7 +141,7 @@ impl Broker {
         for (_, r) in created {
             match r {
                 Ok(()) => {}
-                Err(e) if e.code() == Some(36) => {} // TOPIC_ALREADY_EXISTS
+                Err(e) if e.code() == Some(ErrorCode::TopicAlreadyExists.code()) => {}
                 Err(e) => bail!("creating topic '{topic}': {e}"),
             }
         }

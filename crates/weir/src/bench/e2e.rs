@@ -10,7 +10,7 @@ use weir_client::{DeliveryListener, ProducerRecord};
 
 use super::broker::Broker;
 use super::common::{assigned_consumer, new_producer, usage, Common};
-use super::load::{pace, Tally};
+use super::load::{check_rate, pace, Tally};
 use super::report::{histogram, Meter, Outcome, Progress};
 
 #[derive(clap::Args)]
@@ -44,11 +44,7 @@ pub(super) struct E2eArgs {
 }
 
 pub(super) async fn run(a: E2eArgs) -> anyhow::Result<()> {
-    if !(a.rate > 0.0 && a.rate.is_finite()) {
-        return Err(usage(
-            "--rate must be a positive number of records per second",
-        ));
-    }
+    check_rate(a.rate)?;
     if !(a.seconds > 0.0 && a.seconds.is_finite()) {
         return Err(usage("--seconds must be a positive number"));
     }
@@ -108,10 +104,14 @@ pub(super) async fn run(a: E2eArgs) -> anyhow::Result<()> {
             }
             last_data = Instant::now();
             for r in &batch {
-                let Some(v) = r.value.as_ref().filter(|v| v.len() >= 8) else {
+                // Records too short to carry a send time are not ours.
+                let Some(v) = r.value.as_ref() else {
                     continue;
                 };
-                let sent = u64::from_be_bytes(v[..8].try_into().expect("8 bytes"));
+                let Some(sent) = v.first_chunk::<8>() else {
+                    continue;
+                };
+                let sent = u64::from_be_bytes(*sent);
                 latency.saturating_record((now.saturating_sub(sent) / 1000).max(1));
                 bytes += v.len() as u64;
                 n += 1;

@@ -14,6 +14,7 @@ use weir_client::{DeliveryListener, RecordMetadata};
 use super::common::usage;
 
 /// Values to send, used in turn: random letters of `size` bytes, or the lines of a file.
+/// Never empty.
 ///
 /// They live as long as the process (leaked into `'static` Bytes): cloning a static Bytes
 /// touches no reference count, while shared counts of a few values, cloned and dropped by
@@ -25,7 +26,8 @@ pub(super) fn payloads(size: usize, file: Option<&Path>) -> anyhow::Result<Vec<B
             .with_context(|| format!("opening --payload-file {}", path.display()))?;
         let mut out = Vec::new();
         for line in std::io::BufReader::new(f).split(b'\n') {
-            let mut line = line?;
+            let mut line =
+                line.with_context(|| format!("reading --payload-file {}", path.display()))?;
             if line.last() == Some(&b'\r') {
                 line.pop();
             }
@@ -48,8 +50,20 @@ pub(super) fn payloads(size: usize, file: Option<&Path>) -> anyhow::Result<Vec<B
         .collect())
 }
 
+/// Checks a --rate: a positive, finite number of records per second, as `pace` needs.
+pub(super) fn check_rate(rate: f64) -> anyhow::Result<()> {
+    if rate > 0.0 && rate.is_finite() {
+        Ok(())
+    } else {
+        Err(usage(
+            "--rate must be a positive number of records per second",
+        ))
+    }
+}
+
 /// Waits until record `sent` is due at `rate` records/s from `start`.
 pub(super) async fn pace(start: Instant, sent: u64, rate: f64) {
+    debug_assert!(rate > 0.0 && rate.is_finite(), "pace at {rate}/s");
     let due = start + Duration::from_secs_f64(sent as f64 / rate);
     let now = Instant::now();
     if due > now + Duration::from_micros(500) {

@@ -12,7 +12,7 @@ use weir_client::{DeliveryListener, ProducerRecord, RecordMetadata};
 
 use super::broker::Broker;
 use super::common::{new_producer, usage, Common};
-use super::load::{pace, payloads, Tally};
+use super::load::{check_rate, pace, payloads, Tally};
 use super::report::{histogram, Meter, Outcome, Progress};
 
 #[derive(clap::Args)]
@@ -88,10 +88,8 @@ pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<()> {
     if a.partitions < 1 {
         return Err(usage("--partitions must be at least 1"));
     }
-    if a.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
-        return Err(usage(
-            "--rate must be a positive number of records per second",
-        ));
+    if let Some(rate) = a.rate {
+        check_rate(rate)?;
     }
     let values = payloads(a.record_size, a.payload_file.as_deref())?;
     let broker = Broker::resolve(&a.common)?;
