@@ -26,6 +26,18 @@ pub(super) struct Common {
     pub(super) plot: Option<PathBuf>,
 }
 
+impl Common {
+    /// What can be told wrong before a run starts: --plot must name an SVG file.
+    pub(super) fn check(&self) -> anyhow::Result<()> {
+        match &self.plot {
+            Some(p) if !p.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg")) => {
+                Err(usage("--plot draws SVG: give a file name ending in .svg"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// A mistake in the flags (exit code 2).
 #[derive(Debug)]
 pub(super) struct Usage(String);

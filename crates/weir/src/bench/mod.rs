@@ -20,9 +20,10 @@
 //!   latency.
 //!
 //! The parts: `produce`, `consume` and `e2e` are the modes, each with its own flags;
-//! `common` holds what their flags share; `broker` finds or starts the broker under test;
-//! `load` makes and paces what the producers send; `report` times a run and shows it
-//! (`plot` draws it, `cpu` reads the CPU clocks). This file only parses and dispatches.
+//! `common` holds the flags they share and makes their clients; `broker` finds or starts
+//! the broker under test; `load` makes and paces what the producers send; `report` times a
+//! run and shows it (`plot` draws it, `cpu` reads the CPU clocks). This file only parses
+//! and dispatches.
 
 mod broker;
 mod common;
@@ -36,7 +37,7 @@ mod report;
 
 use std::process::ExitCode;
 
-use common::{usage, Common, Usage};
+use common::{Common, Usage};
 use consume::ConsumeArgs;
 use e2e::E2eArgs;
 use produce::ProduceArgs;
@@ -58,6 +59,16 @@ enum Mode {
     E2e(E2eArgs),
 }
 
+impl Mode {
+    fn common(&self) -> &Common {
+        match self {
+            Mode::Produce(a) => &a.common,
+            Mode::Consume(a) => &a.common,
+            Mode::E2e(a) => &a.common,
+        }
+    }
+}
+
 pub fn run(args: Args) -> ExitCode {
     init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -72,19 +83,8 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let plot_ok = |c: &Common| match &c.plot {
-        Some(p) if !p.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg")) => {
-            Err(usage("--plot draws SVG: give a file name ending in .svg"))
-        }
-        _ => Ok(()),
-    };
     let result = runtime.block_on(async {
-        let common = match &args.mode {
-            Mode::Produce(a) => &a.common,
-            Mode::Consume(a) => &a.common,
-            Mode::E2e(a) => &a.common,
-        };
-        plot_ok(common)?;
+        args.mode.common().check()?;
         match args.mode {
             Mode::Produce(a) => produce::run(a).await,
             Mode::Consume(a) => consume::run(a).await,
