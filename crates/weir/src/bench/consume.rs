@@ -63,7 +63,7 @@ async fn fill(broker: &Broker, topic: &str, n: u64, size: usize) -> anyhow::Resu
     tally.check(n).context("filling the topic")
 }
 
-pub(super) async fn run(a: ConsumeArgs) -> anyhow::Result<()> {
+pub(super) async fn run(a: ConsumeArgs) -> anyhow::Result<Outcome> {
     if a.records == 0 {
         return Err(usage("--records must be at least 1"));
     }
@@ -116,14 +116,12 @@ pub(super) async fn run(a: ConsumeArgs) -> anyhow::Result<()> {
             a.timeout_ms
         );
     }
-    let outcome = Outcome {
+    Ok(Outcome {
         mode: "consume",
         records,
         bytes,
         latency,
         request_latency: None,
         spent,
-    };
-    drop(broker);
-    outcome.report(&a.common)
+    })
 }

@@ -43,7 +43,7 @@ pub(super) struct E2eArgs {
     partitions: i32,
 }
 
-pub(super) async fn run(a: E2eArgs) -> anyhow::Result<()> {
+pub(super) async fn run(a: E2eArgs) -> anyhow::Result<Outcome> {
     check_rate(a.rate)?;
     if !(a.seconds > 0.0 && a.seconds.is_finite()) {
         return Err(usage("--seconds must be a positive number"));
@@ -152,14 +152,12 @@ pub(super) async fn run(a: E2eArgs) -> anyhow::Result<()> {
     if n < total {
         bail!("{total} records were acknowledged but only {n} arrived at the consumer");
     }
-    let outcome = Outcome {
+    Ok(Outcome {
         mode: "e2e",
         records: n,
         bytes,
         latency,
         request_latency: None,
         spent,
-    };
-    drop(broker);
-    outcome.report(&a.common)
+    })
 }

@@ -22,8 +22,8 @@
 //! The parts: `produce`, `consume` and `e2e` are the modes, each with its own flags;
 //! `common` holds the flags they share and makes their clients; `broker` finds or starts
 //! the broker under test; `load` makes and paces what the producers send; `report` times a
-//! run and shows it (`plot` draws it, `cpu` reads the CPU clocks). This file only parses
-//! and dispatches.
+//! run and shows it (`plot` draws it, `cpu` reads the CPU clocks). This file only parses,
+//! dispatches, and hands what the mode measured to `report`.
 
 mod broker;
 mod common;
@@ -84,12 +84,15 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        args.mode.common().check()?;
-        match args.mode {
-            Mode::Produce(a) => produce::run(a).await,
-            Mode::Consume(a) => consume::run(a).await,
-            Mode::E2e(a) => e2e::run(a).await,
-        }
+        let common = args.mode.common().clone();
+        common.check()?;
+        // Each mode stops our own broker, if it started one, before it returns.
+        let outcome = match args.mode {
+            Mode::Produce(a) => produce::run(a).await?,
+            Mode::Consume(a) => consume::run(a).await?,
+            Mode::E2e(a) => e2e::run(a).await?,
+        };
+        outcome.report(&common)
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

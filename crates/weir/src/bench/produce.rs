@@ -78,7 +78,7 @@ impl DeliveryListener for Acks {
     }
 }
 
-pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<()> {
+pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<Outcome> {
     if a.records == 0 {
         return Err(usage("--records must be at least 1"));
     }
@@ -179,14 +179,12 @@ pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<()> {
         &mut *outcomes.latency.lock().unwrap_or_else(|p| p.into_inner()),
         histogram(),
     );
-    let outcome = Outcome {
+    Ok(Outcome {
         mode: "produce",
         records: acked,
         bytes,
         latency,
         request_latency: (!request_latency.is_empty()).then_some(request_latency),
         spent,
-    };
-    drop(broker);
-    outcome.report(&a.common)
+    })
 }
