@@ -11,7 +11,7 @@ use weir_client::{DeliveryListener, ProducerRecord};
 use super::broker::Broker;
 use super::common::{assigned_consumer, new_producer, usage, Common};
 use super::load::{check_rate, pace, Tally};
-use super::report::{histogram, Meter, Outcome, Progress};
+use super::report::{histogram, record_latency, Meter, Outcome, Progress};
 
 #[derive(clap::Args)]
 pub(super) struct E2eArgs {
@@ -112,7 +112,7 @@ pub(super) async fn run(a: E2eArgs) -> anyhow::Result<Outcome> {
                     continue;
                 };
                 let sent = u64::from_be_bytes(*sent);
-                latency.saturating_record((now.saturating_sub(sent) / 1000).max(1));
+                record_latency(&mut latency, sent, now);
                 bytes += v.len() as u64;
                 n += 1;
             }

@@ -13,7 +13,7 @@ use weir_client::{DeliveryListener, ProducerRecord, RecordMetadata};
 use super::broker::Broker;
 use super::common::{new_producer, usage, Common};
 use super::load::{check_rate, pace, payloads, Tally};
-use super::report::{histogram, Meter, Outcome, Progress};
+use super::report::{histogram, record_latency, Meter, Outcome, Progress};
 
 #[derive(clap::Args)]
 pub(super) struct ProduceArgs {
@@ -68,9 +68,8 @@ impl DeliveryListener for Acks {
     fn on_delivery(&self, sent_at: u64, result: weir_client::Result<RecordMetadata>) {
         if result.is_ok() {
             let now = self.base.elapsed().as_nanos() as u64;
-            let us = (now.saturating_sub(sent_at) / 1000).max(1);
             if let Ok(mut h) = self.latency.lock() {
-                h.saturating_record(us);
+                record_latency(&mut h, sent_at, now);
             }
         }
         self.tally.count(&result);
@@ -159,7 +158,9 @@ pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<Outcome> {
     for t in tasks {
         match t.await {
             Ok(Ok(h)) => {
-                let _ = request_latency.add(&h);
+                if let Err(e) = request_latency.add(&h) {
+                    failure = failure.or(Some(anyhow!("adding up request latencies: {e}")));
+                }
             }
             Ok(Err(e)) => failure = failure.or(Some(e)),
             Err(e) => failure = failure.or(Some(anyhow!("a producer task failed: {e}"))),

@@ -19,6 +19,12 @@ pub(super) fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
 }
 
+/// Records the time from `sent` to `now`, nanoseconds on one clock, in a `histogram()`: in
+/// microseconds, and at least 1, where the histogram starts.
+pub(super) fn record_latency(h: &mut Histogram<u64>, sent: u64, now: u64) {
+    h.saturating_record((now.saturating_sub(sent) / 1000).max(1));
+}
+
 /// What a run measured, as the summary, the JSON line and the plot show it.
 pub(super) struct Outcome {
     pub(super) mode: &'static str,
