@@ -1,5 +1,5 @@
 //! `weir bench e2e`: produce at a fixed rate while consuming the same topic; latency from
-//! send to receive, carried in the first 8 bytes of each value (see the module's front doc).
+//! send to receive, carried in the first 8 bytes of each value (see mod.rs's front doc).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

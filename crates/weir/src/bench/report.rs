@@ -1,6 +1,6 @@
 //! How a run is measured and shown: its clocks, a progress bar on stderr while it runs,
 //! and at the end the summary on stderr, the JSON line on stdout and the SVG plot. It runs
-//! no clients: the modes read the clocks and hand it an `Outcome`.
+//! no clients: the modes read its clocks and return an `Outcome` for it to show.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
