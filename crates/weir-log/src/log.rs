@@ -547,6 +547,11 @@ impl PartitionLog {
                     "offset {b} is not above the log's last offset {last}"
                 )));
             }
+            if l < b {
+                return Err(LogError::InvalidRecord(format!(
+                    "the entry at offset {b} ends below it, at {l}"
+                )));
+            }
             first.get_or_insert(b);
             last = l;
             if ts > max_ts.0 {
@@ -598,6 +603,15 @@ impl PartitionLog {
         }
         // An empty active segment is replaced rather than kept behind the new one.
         let replace_empty = self.active().is_empty();
+        if new_base < active_base && !replace_empty {
+            // As Kafka's LocalLog.roll. Only a log end offset read from a batch header that
+            // lies (a clean-shutdown segment damaged on disk) gets here.
+            return Err(LogError::Io(io::Error::other(format!(
+                "cannot roll {}: new segment {new_base} would lie below the active segment \
+                 {active_base}",
+                self.tp
+            ))));
+        }
         if !replace_empty {
             let everything_flushed = self.recovery_point >= self.log_end_offset;
             let old = self.active();

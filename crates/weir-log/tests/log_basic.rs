@@ -379,3 +379,75 @@ fn idempotent_retries_are_answered_with_their_original_offsets_across_restarts()
     assert!(!next.duplicate);
     assert_eq!(next.first_offset, d.last_offset + 1);
 }
+
+#[test]
+fn append_raw_refuses_an_entry_that_ends_below_its_base_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::create(
+        &dir.path().join("t-0"),
+        TopicPartition::new("t", 0),
+        uuid::Uuid::new_v4(),
+        small_config(),
+        NOW,
+    )
+    .unwrap();
+    // Already-numbered entries may start past the log end offset (compaction leaves gaps).
+    let mut good = simple_batch(Compression::None, 3, "a", NOW);
+    good[..8].copy_from_slice(&10i64.to_be_bytes());
+    log.append_raw(&good, NOW).unwrap();
+    assert_eq!(log.log_end_offset(), 13);
+    // A v2 batch at 20 whose last offset delta says it ends at 15 would move the log end
+    // offset backwards; it is refused whole.
+    let mut bad = simple_batch(Compression::None, 3, "b", NOW);
+    bad[..8].copy_from_slice(&20i64.to_be_bytes());
+    bad[23..27].copy_from_slice(&(-5i32).to_be_bytes());
+    let e = log.append_raw(&bad, NOW).unwrap_err();
+    assert!(e.to_string().contains("ends below it"), "{e}");
+    assert_eq!(log.log_end_offset(), 13, "nothing was appended");
+    let offsets: Vec<i64> = read_all(&log).iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, [10, 11, 12]);
+}
+
+#[test]
+fn a_roll_never_puts_a_segment_below_the_active_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("t-0");
+    let mut log = PartitionLog::create(
+        &pdir,
+        TopicPartition::new("t", 0),
+        uuid::Uuid::new_v4(),
+        small_config(),
+        NOW,
+    )
+    .unwrap();
+    log.append_as_leader(
+        simple_batch(Compression::None, 3, "a", NOW),
+        0,
+        NOW,
+        AppendOrigin::Client,
+    )
+    .unwrap();
+    log.close(NOW).unwrap();
+    drop(log);
+    // A segment at 100 whose batch header, damaged on disk, says offset 5. After a clean
+    // shutdown nothing re-reads it whole, so the log end offset comes out as 8.
+    let mut lying = simple_batch(Compression::None, 3, "b", NOW);
+    lying[..8].copy_from_slice(&5i64.to_be_bytes());
+    std::fs::write(pdir.join("00000000000000000100.log"), &lying).unwrap();
+    std::fs::write(pdir.join("00000000000000000100.index"), b"").unwrap();
+    std::fs::write(pdir.join("00000000000000000100.timeindex"), b"").unwrap();
+    let mut log = open(&pdir, small_config(), true, None);
+    assert_eq!(log.log_end_offset(), 8);
+    // As in Kafka, the roll is refused, and appends fail rather than land below segment 100.
+    assert!(log.roll(None, NOW).is_err());
+    assert_eq!(log.segment_bases(), [0, 100]);
+    assert!(log
+        .append_as_leader(
+            simple_batch(Compression::None, 1, "c", NOW),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .is_err());
+    assert_eq!(log.log_end_offset(), 8);
+}
