@@ -339,6 +339,13 @@ impl PartitionLog {
         epochs.flush()?;
         let mut producers = ProducerStateManager::load(dir, log_start_offset, log_end_offset)?;
         rebuild_producer_state(&segments, &mut producers, log_end_offset)?;
+        // Whatever the checkpoints said, the clamps above put the offsets in order; the high
+        // watermark starts at the log end offset.
+        assert!(
+            log_start_offset <= log_end_offset && recovery_point <= log_end_offset,
+            "{tp}: log start offset {log_start_offset}, recovery point {recovery_point}, \
+             log end offset {log_end_offset}"
+        );
         Ok((
             PartitionLog {
                 dir: dir.to_path_buf(),
@@ -421,6 +428,27 @@ impl PartitionLog {
             .keys()
             .next_back()
             .expect("a log always has an active segment")
+    }
+
+    /// The order of the partition's offsets, which every change to them keeps (Kafka's
+    /// too): log start offset ≤ high watermark ≤ log end offset, and recovery point ≤ log
+    /// end offset. Loading establishes it by clamping what the checkpoints say.
+    fn offsets_in_order(&self) -> bool {
+        self.log_start_offset <= self.high_watermark
+            && self.high_watermark <= self.log_end_offset
+            && self.recovery_point <= self.log_end_offset
+    }
+
+    /// The offsets of `offsets_in_order`, for an assertion's message.
+    fn offsets_for_message(&self) -> String {
+        format!(
+            "{}: log start offset {}, high watermark {}, log end offset {}, recovery point {}",
+            self.tp,
+            self.log_start_offset,
+            self.high_watermark,
+            self.log_end_offset,
+            self.recovery_point
+        )
     }
 
     /// Appends a produce request's records for this partition as its leader: analyzed,
@@ -515,6 +543,7 @@ impl PartitionLog {
         if self.unflushed_messages >= self.config.flush_messages {
             self.flush(now_ms)?;
         }
+        debug_assert!(self.offsets_in_order(), "{}", self.offsets_for_message());
         Ok(LogAppendInfo {
             first_offset,
             last_offset,
@@ -561,8 +590,10 @@ impl PartitionLog {
         let Some(first) = first else { return Ok(()) };
         self.maybe_roll(records.len() as u64, max_ts.0, first, last, now_ms)?;
         self.active().append(last, max_ts.0, max_ts.1, records)?;
+        debug_assert!(last >= self.log_end_offset, "offsets only increase");
         self.log_end_offset = last + 1;
         self.high_watermark = self.log_end_offset;
+        debug_assert!(self.offsets_in_order(), "{}", self.offsets_for_message());
         Ok(())
     }
 
@@ -641,6 +672,13 @@ impl PartitionLog {
                 }
             }
         }
+        // Segments' base offsets increase: the new segment comes after every other.
+        assert_eq!(
+            self.active_base(),
+            new_base,
+            "{}: the new segment is the active one",
+            self.tp
+        );
         // As Kafka: a producer snapshot at every roll bounds the replay after a crash.
         self.producers.advance_to(self.log_end_offset);
         self.producers.take_snapshot(new_base)?;
@@ -686,6 +724,7 @@ impl PartitionLog {
             self.unflushed_messages = 0;
         }
         self.last_flush_ms = now_ms;
+        debug_assert!(self.offsets_in_order(), "{}", self.offsets_for_message());
         Ok(())
     }
 
@@ -721,6 +760,8 @@ impl PartitionLog {
         if offset < self.log_start_offset || offset > self.log_end_offset {
             return Err(out_of_range());
         }
+        // The offsets a fetch answers with are in order.
+        debug_assert!(self.offsets_in_order(), "{}", self.offsets_for_message());
         let mut data = FetchData {
             slice: None,
             high_watermark: self.high_watermark,
@@ -845,6 +886,8 @@ impl PartitionLog {
         if self.epochs.truncate_from_end(offset) {
             self.epochs.flush()?;
         }
+        // Every offset was lowered to the new end at most, so their order holds.
+        assert!(self.offsets_in_order(), "{}", self.offsets_for_message());
         self.producers = ProducerStateManager::load(&self.dir, self.log_start_offset, offset)?;
         rebuild_producer_state(&self.segments, &mut self.producers, offset)?;
         Ok(())
@@ -866,6 +909,7 @@ impl PartitionLog {
         self.log_start_offset = offset;
         self.high_watermark = offset;
         self.recovery_point = offset;
+        assert!(self.offsets_in_order(), "{}", self.offsets_for_message());
         self.epochs.truncate_from_end(0);
         self.epochs.flush()?;
         self.producers.truncate_fully(offset)?;
@@ -884,6 +928,7 @@ impl PartitionLog {
         }
         if offset > self.log_start_offset {
             self.log_start_offset = offset;
+            assert!(self.offsets_in_order(), "{}", self.offsets_for_message());
             if self.epochs.truncate_from_start(offset) {
                 self.epochs.flush()?;
             }
@@ -965,6 +1010,8 @@ impl PartitionLog {
         let first = *self.segments.keys().next().expect("a segment remains");
         if first > self.log_start_offset {
             self.log_start_offset = first;
+            // Only segments wholly below the high watermark went.
+            assert!(self.offsets_in_order(), "{}", self.offsets_for_message());
             if self.epochs.truncate_from_start(first) {
                 self.epochs.flush()?;
             }
@@ -1061,6 +1108,12 @@ impl PartitionLog {
         crash: Option<crate::cleaner::CrashPoint>,
     ) -> Result<()> {
         use crate::cleaner::CrashPoint;
+        assert_eq!(
+            old.first(),
+            Some(&new.base_offset()),
+            "{}: a cleaned segment takes the place of the first one it replaces",
+            self.tp
+        );
         // Each step's renames reach the disk before the next begins, so that a power loss
         // leaves one of the states recovery knows (as a process crash would), not a mix.
         new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)?;
