@@ -576,6 +576,15 @@ impl LogSegment {
             max_so_far
         };
         if self.bytes_since_last_index_entry > self.index_interval_bytes as u64 {
+            // Time-index timestamps never fall (Kafka refuses an entry below the last one):
+            // the max timestamp so far starts at the index's last entry and only grows.
+            debug_assert!(
+                max_now.timestamp >= self.time_index.last_entry().timestamp,
+                "segment {}: max timestamp {} below the time index's last entry {:?}",
+                self.base_offset,
+                max_now.timestamp,
+                self.time_index.last_entry()
+            );
             // An index that cannot take its entry (a full disk) fails the whole append:
             // the records come off the log again, so the segment holds only what was
             // acknowledged.
@@ -738,6 +747,13 @@ impl LogSegment {
                 && !offset_index.is_full()
                 && !time_index.is_full()
             {
+                // The indexes were reset above, so every entry is this walk's own: offsets
+                // strictly increase (`increasing`) and `max_ts` never falls.
+                debug_assert!(
+                    (offset_index.entries() == 0 || last > offset_index.last_offset())
+                        && max_ts.timestamp >= time_index.last_entry().timestamp,
+                    "segment {base}: index entry ({last}, {max_ts:?}) out of order"
+                );
                 offset_index.append(last, valid_bytes as u32)?;
                 time_index.maybe_append(max_ts.timestamp, max_ts.offset, false)?;
                 last_index_entry = valid_bytes;

@@ -320,6 +320,13 @@ fn decode_error(e: RecordError) -> LogError {
 fn keep(records: &Bytes, config: &LogConfig, now_ms: i64) -> Result<Option<ValidatedBatch>> {
     let batch = RecordBatch::parse(records).map_err(decode_error)?;
     let count = batch.records_count();
+    // validate_v2_header refused any other count, so the batch's own last offset (base plus
+    // last offset delta) is the `last_offset` computed from the count below.
+    debug_assert!(
+        count >= 1 && i64::from(count) == i64::from(batch.last_offset_delta()) + 1,
+        "record count {count} against last offset delta {}",
+        batch.last_offset_delta()
+    );
     let control = batch.is_control();
     let mut max_ts = NO_TIMESTAMP;
     {
@@ -460,7 +467,14 @@ fn rebuild(
         });
     }
     let batch = RecordBatch::parse(&built).map_err(decode_error)?;
-    debug_assert_eq!(batch.records_count() as usize, count);
+    // The builder numbered the records 0..count, one offset each; `assign` moves them.
+    debug_assert!(
+        batch.base_offset() == 0 && batch.last_offset() == count as i64 - 1,
+        "rebuilt batch holds offsets {}..={}, expected 0..={}",
+        batch.base_offset(),
+        batch.last_offset(),
+        count as i64 - 1
+    );
     let producer = producer_info(&batch);
     let max_timestamp = if log_append { now_ms } else { max_ts };
     Ok(ValidatedBatch {
