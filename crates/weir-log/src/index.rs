@@ -93,6 +93,12 @@ impl IndexFile {
 
     /// Sets the file length (whole entries), keeping as many entries as fit.
     fn resize(&mut self, len: usize) -> io::Result<()> {
+        let result = self.remap_at(len);
+        self.forget_if_unmapped();
+        result
+    }
+
+    fn remap_at(&mut self, len: usize) -> io::Result<()> {
         let len = len - len % self.entry_size;
         if let Some(m) = &self.mmap {
             m.flush()?;
@@ -107,7 +113,10 @@ impl IndexFile {
 
     fn entry(&self, n: usize) -> &[u8] {
         debug_assert!(n < self.entries);
-        let m = self.mmap.as_ref().expect("an index with entries is mapped");
+        let m = self
+            .mmap
+            .as_ref()
+            .expect("an index with entries is mapped (see forget_if_unmapped)");
         &m[n * self.entry_size..(n + 1) * self.entry_size]
     }
 
@@ -133,7 +142,10 @@ impl IndexFile {
         debug_assert!(self.entries < self.max_entries);
         let at = self.entries * self.entry_size;
         self.reserve(at + self.entry_size)?;
-        let m = self.mmap.as_mut().expect("an index with room is mapped");
+        let m = self
+            .mmap
+            .as_mut()
+            .expect("an index with room is mapped (see forget_if_unmapped)");
         m[at..at + self.entry_size].copy_from_slice(bytes);
         self.entries += 1;
         Ok(())
@@ -193,6 +205,12 @@ impl IndexFile {
     /// instead dirtied the whole preallocated file — 10 MB per index after an unclean
     /// shutdown — and then wrote it all back to disk.)
     fn clear(&mut self) -> io::Result<()> {
+        let result = self.clear_and_remap();
+        self.forget_if_unmapped();
+        result
+    }
+
+    fn clear_and_remap(&mut self) -> io::Result<()> {
         let len = self.file.metadata()?.len();
         self.mmap = None;
         self.file.set_len(0)?;
@@ -202,6 +220,20 @@ impl IndexFile {
         self.entries = 0;
         self.partial_entry = false;
         Ok(())
+    }
+
+    /// Keeps `entry` and `push` from ever meeting an index without a mapping. A resize or
+    /// clear that fails after dropping the mapping (a file that cannot change length, an
+    /// mmap refused) leaves none: the index then forgets its entries and its room. Lookups
+    /// fall back to the segment's start and scan (slower, still right), appends fail as if
+    /// the index were full (the segment rolls), and its disk blocks count as unallocated.
+    /// Without a mapping all three are already 0 after a success.
+    fn forget_if_unmapped(&mut self) {
+        if self.mmap.is_none() {
+            self.entries = 0;
+            self.max_entries = 0;
+            self.allocated = 0;
+        }
     }
 
     /// Drops entries from `n` on, zeroing them so the file shows no stale entries.
@@ -746,6 +778,40 @@ mod tests {
         assert!(idx.is_full());
         idx.maybe_append(3, 3, true).unwrap();
         assert_eq!(idx.entries(), 3);
+    }
+
+    #[test]
+    fn an_index_a_failed_resize_left_unmapped_forgets_its_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.index");
+        let mut idx = OffsetIndex::open(&path, 0, 1024, true).unwrap();
+        idx.append(5, 100).unwrap();
+        idx.append(9, 200).unwrap();
+        // A descriptor that cannot change the file's length: the resize fails after the
+        // mapping is dropped.
+        idx.inner.file = File::open(&path).unwrap();
+        assert!(idx.trim_to_valid_size().is_err());
+        // Answers without reading through a mapping it no longer has.
+        assert_eq!(idx.entries(), 0);
+        assert_eq!(
+            idx.lookup(10),
+            OffsetPosition {
+                offset: 0,
+                position: 0
+            }
+        );
+        assert_eq!(idx.last_offset(), 0);
+        assert!(idx.is_full());
+        assert!(idx.append(10, 300).is_err());
+        // Once the file can change length again, the index works again (empty).
+        idx.inner.file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        idx.resize(1024).unwrap();
+        idx.append(10, 300).unwrap();
+        assert_eq!(idx.lookup(10).position, 300);
     }
 
     #[test]
