@@ -155,22 +155,16 @@ pub fn cleanability(log: &mut PartitionLog, checkpoint: Option<i64>, now_ms: i64
         _ => start,
     };
     let config = log.config().clone();
-    let active_base = *log
-        .segments()
-        .keys()
-        .next_back()
-        .expect("a log has a segment");
-    let mut first_uncleanable = active_base.min(log.high_watermark());
+    let mut first_uncleanable = log.active_base().min(log.high_watermark());
     let mut clean_bytes = 0;
     let mut dirty_bytes = 0;
     let mut oldest_dirty_ts: Option<i64> = None;
-    let bases: Vec<i64> = log.segments().keys().copied().collect();
-    for (i, &base) in bases.iter().enumerate() {
-        let next = bases.get(i + 1).copied().unwrap_or(leo);
+    let mut segments = log.segments_mut().iter_mut().peekable();
+    while let Some((&base, seg)) = segments.next() {
+        let next = segments.peek().map_or(leo, |(&b, _)| b);
         if base >= first_uncleanable {
             break;
         }
-        let seg = log.segments_mut().get_mut(&base).expect("listed above");
         let size = seg.size();
         if next <= first_dirty {
             clean_bytes += size;
@@ -289,11 +283,7 @@ pub fn clean_with_crash(
     let mut stats = CleanStats::default();
     let (segments, config, dir) = {
         let log = lock(log)?;
-        let active = *log
-            .segments()
-            .keys()
-            .next_back()
-            .expect("a log has a segment");
+        let active = log.active_base();
         (
             snapshot(&log, first_uncleanable.min(active))?,
             log.config().clone(),

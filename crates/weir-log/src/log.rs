@@ -108,6 +108,11 @@ pub struct PartitionLog {
     dir_dirty: bool,
 }
 
+/// Why a partition log always has a segment (the last one is the active segment): loading
+/// makes one in an empty directory, a roll adds the new segment before it removes an empty
+/// one, truncation and retention keep or make one, and compaction replaces segments below it.
+const HAS_A_SEGMENT: &str = "a partition log always holds a segment";
+
 /// The three files of the segment at `base`, with a temporary suffix (or "").
 pub(crate) fn segment_paths(dir: &Path, base: i64, suffix: &str) -> [PathBuf; 3] {
     [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX]
@@ -258,16 +263,14 @@ impl PartitionLog {
                 .map_or(i64::MIN, |(b, _)| *b)
         };
         let mut recovered_next_offset = None;
-        let bases_in_order: Vec<i64> = segments.keys().copied().collect();
         let mut delete_after: Option<i64> = None;
-        for base in bases_in_order {
+        for (&base, seg) in segments.iter_mut() {
             if delete_after.is_some() {
                 break;
             }
             if base < recover_from && !rebuild_indexes.contains(&base) {
                 continue;
             }
-            let seg = segments.get_mut(&base).expect("listed above");
             if base >= recover_from {
                 epochs.truncate_from_end(base);
             }
@@ -304,14 +307,15 @@ impl PartitionLog {
         }
 
         // 4. Offsets.
-        if segments.is_empty() {
-            let base = params.log_start_offset.unwrap_or(0).max(0);
-            segments.insert(base, LogSegment::open(dir, base, &config, true, "", now)?);
-        }
-        let (&last_base, active) = segments
-            .iter_mut()
-            .next_back()
-            .expect("at least one segment");
+        let first_base = match segments.keys().next() {
+            Some(&base) => base,
+            None => {
+                let base = params.log_start_offset.unwrap_or(0).max(0);
+                segments.insert(base, LogSegment::open(dir, base, &config, true, "", now)?);
+                base
+            }
+        };
+        let (&last_base, active) = segments.iter_mut().next_back().expect(HAS_A_SEGMENT);
         active.on_become_active()?;
         let log_end_offset = match recovered_next_offset {
             Some(n)
@@ -323,7 +327,6 @@ impl PartitionLog {
             }
             _ => active.read_next_offset()?,
         };
-        let first_base = *segments.keys().next().expect("at least one segment");
         let log_start_offset = params
             .log_start_offset
             .unwrap_or(first_base)
@@ -417,17 +420,14 @@ impl PartitionLog {
         &mut self.segments
     }
     fn active(&mut self) -> &mut LogSegment {
-        self.segments
-            .values_mut()
-            .next_back()
-            .expect("a log always has an active segment")
+        self.segments.values_mut().next_back().expect(HAS_A_SEGMENT)
     }
-    fn active_base(&self) -> i64 {
-        *self
-            .segments
-            .keys()
-            .next_back()
-            .expect("a log always has an active segment")
+    /// The base offset of the active (last) segment.
+    pub(crate) fn active_base(&self) -> i64 {
+        *self.segments.keys().next_back().expect(HAS_A_SEGMENT)
+    }
+    fn first_base(&self) -> i64 {
+        *self.segments.keys().next().expect(HAS_A_SEGMENT)
     }
 
     /// The order of the partition's offsets, which every change to them keeps (Kafka's
@@ -657,10 +657,14 @@ impl PartitionLog {
         // If the new segment cannot be made (a full disk), the old one stays active, its
         // indexes full, so the next append tries the roll again.
         let seg = LogSegment::open(&self.dir, new_base, &self.config, true, "", now_ms)?;
+        let replaced = if replace_empty {
+            self.segments.remove(&active_base)
+        } else {
+            None
+        };
         self.segments.insert(new_base, seg);
         self.dir_dirty = true;
-        if replace_empty {
-            let old = self.segments.remove(&active_base).expect("it was active");
+        if let Some(old) = replaced {
             for p in old.paths() {
                 if let Err(e) = remove_if_exists(&p) {
                     // Left behind, it loads as an empty segment; nothing refers to it.
@@ -832,18 +836,17 @@ impl PartitionLog {
     }
 
     fn max_timestamp_record(&mut self) -> Result<Option<TimestampOffset>> {
-        let mut best: Option<(i64, i64)> = None; // (timestamp, segment base)
+        let mut best: Option<(i64, &LogSegment)> = None; // (timestamp, its segment)
         let start = self.log_start_offset;
-        for (&base, seg) in self.segments.iter_mut() {
+        for seg in self.segments.values_mut() {
             let m = seg.max_timestamp_so_far();
             if m.timestamp >= 0 && m.offset >= start && best.is_none_or(|(t, _)| m.timestamp > t) {
-                best = Some((m.timestamp, base));
+                best = Some((m.timestamp, seg));
             }
         }
-        let Some((ts, base)) = best else {
+        let Some((ts, seg)) = best else {
             return Ok(None);
         };
-        let seg = self.segments.get(&base).expect("found above");
         Ok(seg.find_offset_by_timestamp(ts, start)?)
     }
 
@@ -854,12 +857,7 @@ impl PartitionLog {
         if offset >= self.log_end_offset {
             return Ok(());
         }
-        let first_base = *self
-            .segments
-            .keys()
-            .next()
-            .expect("a log always has a segment");
-        if offset < first_base {
+        if offset < self.first_base() {
             return self.truncate_fully_and_start_at(offset.max(0), now_ms);
         }
         let later: Vec<i64> = self.segments.range(offset + 1..).map(|(b, _)| *b).collect();
@@ -941,16 +939,16 @@ impl PartitionLog {
     /// below the log start offset. Returns how many segments were removed.
     pub fn delete_old_segments(&mut self, now_ms: i64) -> Result<usize> {
         let config = self.config.clone();
-        let mut deleted = self.delete_segments_while(now_ms, |log, base, _next| {
-            let next = log.segments.range(base + 1..).next().map(|(b, _)| *b);
-            next.is_some_and(|n| n <= log.log_start_offset)
+        let log_start_offset = self.log_start_offset;
+        let mut deleted = self.delete_segments_while(now_ms, |_, next| {
+            next.is_some_and(|n| n <= log_start_offset)
         })?;
         if config.cleanup_policy.deletes() {
             if config.retention_bytes >= 0 {
                 let mut diff = self.size_in_bytes() as i64 - config.retention_bytes;
                 if diff > 0 {
-                    deleted += self.delete_segments_while(now_ms, |log, base, _| {
-                        let size = log.segments[&base].size() as i64;
+                    deleted += self.delete_segments_while(now_ms, |seg, _| {
+                        let size = seg.size() as i64;
                         if diff - size >= 0 {
                             diff -= size;
                             true
@@ -961,11 +959,7 @@ impl PartitionLog {
                 }
             }
             if config.retention_ms >= 0 {
-                deleted += self.delete_segments_while(now_ms, |log, base, _| {
-                    let seg = log
-                        .segments
-                        .get_mut(&base)
-                        .expect("walking existing segments");
+                deleted += self.delete_segments_while(now_ms, |seg, _| {
                     now_ms - seg.largest_timestamp() > config.retention_ms
                 })?;
             }
@@ -973,21 +967,22 @@ impl PartitionLog {
         Ok(deleted)
     }
 
-    /// Deletes segments from the oldest while `pred` holds and everything in them is below
-    /// the high watermark. The last (empty) segment is never deleted; if every segment
-    /// goes, a new one is rolled first.
+    /// Deletes segments from the oldest while `pred` (given the segment and the next one's
+    /// base) holds and everything in them is below the high watermark. The last (empty)
+    /// segment is never deleted; if every segment goes, a new one is rolled first.
     fn delete_segments_while(
         &mut self,
         now_ms: i64,
-        mut pred: impl FnMut(&mut Self, i64, Option<i64>) -> bool,
+        mut pred: impl FnMut(&mut LogSegment, Option<i64>) -> bool,
     ) -> Result<usize> {
         let mut doomed = Vec::new();
-        let bases: Vec<i64> = self.segments.keys().copied().collect();
-        for (i, &base) in bases.iter().enumerate() {
-            let next = bases.get(i + 1).copied();
-            let upper = next.unwrap_or(self.log_end_offset);
-            let last_and_empty = next.is_none() && self.segments[&base].is_empty();
-            if self.high_watermark >= upper && !last_and_empty && pred(self, base, next) {
+        let (high_watermark, log_end_offset) = (self.high_watermark, self.log_end_offset);
+        let mut segments = self.segments.iter_mut().peekable();
+        while let Some((&base, seg)) = segments.next() {
+            let next = segments.peek().map(|(&b, _)| b);
+            let upper = next.unwrap_or(log_end_offset);
+            let last_and_empty = next.is_none() && seg.is_empty();
+            if high_watermark >= upper && !last_and_empty && pred(seg, next) {
                 doomed.push(base);
             } else {
                 break;
@@ -1001,13 +996,17 @@ impl PartitionLog {
         }
         let delay = self.config.file_delete_delay_ms;
         for base in &doomed {
-            let mut seg = self.segments.remove(base).expect("doomed segments exist");
+            // The roll above replaces only an empty last segment, and that one is never doomed.
+            let mut seg = self
+                .segments
+                .remove(base)
+                .expect("a doomed segment is still in the log");
             seg.change_suffix("", DELETED_SUFFIX)?;
             for p in seg.paths() {
                 self.pending_deletes.push((p, now_ms + delay));
             }
         }
-        let first = *self.segments.keys().next().expect("a segment remains");
+        let first = self.first_base();
         if first > self.log_start_offset {
             self.log_start_offset = first;
             // Only segments wholly below the high watermark went.
