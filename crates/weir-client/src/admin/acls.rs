@@ -4,11 +4,11 @@
 
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
-use kafka_protocol::messages::{ApiKey, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest};
+use kafka_protocol::messages::{CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest};
 
 use weir_kafka::acl::{AclBinding, AclBindingFilter};
 
-use super::{err, sb, Admin};
+use super::{err, no_routing_codes, sb, Admin, Route};
 use crate::error::{ClientError, Result};
 
 const CREATE_ACLS: (i16, i16) = (1, 3);
@@ -42,27 +42,32 @@ impl Admin {
     /// Creates ACLs; each gets its own result (INVALID_REQUEST for a malformed one,
     /// SECURITY_DISABLED where the broker has no authorizer).
     pub async fn create_acls(&self, acls: &[AclBinding]) -> Result<Vec<(AclBinding, Result<()>)>> {
+        let build = |_| {
+            let mut req = CreateAclsRequest::default();
+            req.creations = acls
+                .iter()
+                .map(|a| {
+                    let mut c = AclCreation::default();
+                    c.resource_type = a.resource_type.code();
+                    c.resource_name = sb(&a.resource_name);
+                    c.resource_pattern_type = a.pattern_type.code();
+                    c.principal = sb(&a.principal);
+                    c.host = sb(&a.host);
+                    c.operation = a.operation.code();
+                    c.permission_type = a.permission.code();
+                    c
+                })
+                .collect();
+            req
+        };
         let resp = self
-            .retrying("creating ACLs", || async {
-                let conn = self.cluster.any().await?;
-                let v = conn.version_for(ApiKey::CreateAcls, CREATE_ACLS)?;
-                let mut req = CreateAclsRequest::default();
-                req.creations = acls
-                    .iter()
-                    .map(|a| {
-                        let mut c = AclCreation::default();
-                        c.resource_type = a.resource_type.code();
-                        c.resource_name = sb(&a.resource_name);
-                        c.resource_pattern_type = a.pattern_type.code();
-                        c.principal = sb(&a.principal);
-                        c.host = sb(&a.host);
-                        c.operation = a.operation.code();
-                        c.permission_type = a.permission.code();
-                        c
-                    })
-                    .collect();
-                conn.request(&req, v).await
-            })
+            .send(
+                "creating ACLs",
+                Route::Any,
+                CREATE_ACLS,
+                build,
+                no_routing_codes,
+            )
             .await?;
         if resp.results.len() != acls.len() {
             return Err(ClientError::Protocol(format!(
@@ -84,21 +89,26 @@ impl Admin {
 
     /// The ACLs the filter matches.
     pub async fn describe_acls(&self, filter: &AclBindingFilter) -> Result<Vec<AclBinding>> {
+        let build = |_| {
+            let (resource_type, pattern_type, operation, permission) = filter.wire_codes();
+            let mut req = DescribeAclsRequest::default();
+            req.resource_type_filter = resource_type;
+            req.resource_name_filter = filter.resource_name.as_deref().map(sb);
+            req.pattern_type_filter = pattern_type;
+            req.principal_filter = filter.principal.as_deref().map(sb);
+            req.host_filter = filter.host.as_deref().map(sb);
+            req.operation = operation;
+            req.permission_type = permission;
+            req
+        };
         let resp = self
-            .retrying("listing ACLs", || async {
-                let conn = self.cluster.any().await?;
-                let v = conn.version_for(ApiKey::DescribeAcls, DESCRIBE_ACLS)?;
-                let (resource_type, pattern_type, operation, permission) = filter.wire_codes();
-                let mut req = DescribeAclsRequest::default();
-                req.resource_type_filter = resource_type;
-                req.resource_name_filter = filter.resource_name.as_deref().map(sb);
-                req.pattern_type_filter = pattern_type;
-                req.principal_filter = filter.principal.as_deref().map(sb);
-                req.host_filter = filter.host.as_deref().map(sb);
-                req.operation = operation;
-                req.permission_type = permission;
-                conn.request(&req, v).await
-            })
+            .send(
+                "listing ACLs",
+                Route::Any,
+                DESCRIBE_ACLS,
+                build,
+                no_routing_codes,
+            )
             .await?;
         err(resp.error_code, resp.error_message.as_ref())?;
         let mut out = Vec::new();
@@ -123,28 +133,33 @@ impl Admin {
         &self,
         filters: &[AclBindingFilter],
     ) -> Result<Vec<Result<Vec<AclBinding>>>> {
+        let build = |_| {
+            let mut req = DeleteAclsRequest::default();
+            req.filters = filters
+                .iter()
+                .map(|f| {
+                    let (resource_type, pattern_type, operation, permission) = f.wire_codes();
+                    let mut d = DeleteAclsFilter::default();
+                    d.resource_type_filter = resource_type;
+                    d.resource_name_filter = f.resource_name.as_deref().map(sb);
+                    d.pattern_type_filter = pattern_type;
+                    d.principal_filter = f.principal.as_deref().map(sb);
+                    d.host_filter = f.host.as_deref().map(sb);
+                    d.operation = operation;
+                    d.permission_type = permission;
+                    d
+                })
+                .collect();
+            req
+        };
         let resp = self
-            .retrying("deleting ACLs", || async {
-                let conn = self.cluster.any().await?;
-                let v = conn.version_for(ApiKey::DeleteAcls, DELETE_ACLS)?;
-                let mut req = DeleteAclsRequest::default();
-                req.filters = filters
-                    .iter()
-                    .map(|f| {
-                        let (resource_type, pattern_type, operation, permission) = f.wire_codes();
-                        let mut d = DeleteAclsFilter::default();
-                        d.resource_type_filter = resource_type;
-                        d.resource_name_filter = f.resource_name.as_deref().map(sb);
-                        d.pattern_type_filter = pattern_type;
-                        d.principal_filter = f.principal.as_deref().map(sb);
-                        d.host_filter = f.host.as_deref().map(sb);
-                        d.operation = operation;
-                        d.permission_type = permission;
-                        d
-                    })
-                    .collect();
-                conn.request(&req, v).await
-            })
+            .send(
+                "deleting ACLs",
+                Route::Any,
+                DELETE_ACLS,
+                build,
+                no_routing_codes,
+            )
             .await?;
         if resp.filter_results.len() != filters.len() {
             return Err(ClientError::Protocol(format!(

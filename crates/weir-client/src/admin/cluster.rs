@@ -1,9 +1,9 @@
 //! The cluster through the admin client: its id, controller and brokers, as Metadata
 //! describes them (Kafka's `describeCluster`). Read-only: nothing here changes the cluster.
 
-use kafka_protocol::messages::{ApiKey, MetadataRequest};
+use kafka_protocol::messages::MetadataRequest;
 
-use super::Admin;
+use super::{no_routing_codes, Admin, Route};
 use crate::error::Result;
 
 const METADATA: (i16, i16) = (1, 12);
@@ -28,29 +28,35 @@ pub struct ClusterDescription {
 impl Admin {
     /// The cluster's id, controller and brokers.
     pub async fn describe_cluster(&self) -> Result<ClusterDescription> {
-        self.retrying("describing the cluster", || async {
-            let conn = self.cluster.any().await?;
-            let v = conn.version_for(ApiKey::Metadata, METADATA)?;
+        let build = |_| {
             let mut req = MetadataRequest::default();
             req.topics = Some(Vec::new());
-            let resp = conn.request(&req, v).await?;
-            let mut brokers: Vec<BrokerDescription> = resp
-                .brokers
-                .iter()
-                .map(|b| BrokerDescription {
-                    id: b.node_id.0,
-                    host: b.host.to_string(),
-                    port: b.port,
-                    rack: b.rack.as_ref().map(|r| r.to_string()),
-                })
-                .collect();
-            brokers.sort_by_key(|b| b.id);
-            Ok(ClusterDescription {
-                cluster_id: resp.cluster_id.as_ref().map(|c| c.to_string()),
-                controller: resp.controller_id.0,
-                brokers,
+            req
+        };
+        let resp = self
+            .send(
+                "describing the cluster",
+                Route::Any,
+                METADATA,
+                build,
+                no_routing_codes,
+            )
+            .await?;
+        let mut brokers: Vec<BrokerDescription> = resp
+            .brokers
+            .iter()
+            .map(|b| BrokerDescription {
+                id: b.node_id.0,
+                host: b.host.to_string(),
+                port: b.port,
+                rack: b.rack.as_ref().map(|r| r.to_string()),
             })
+            .collect();
+        brokers.sort_by_key(|b| b.id);
+        Ok(ClusterDescription {
+            cluster_id: resp.cluster_id.as_ref().map(|c| c.to_string()),
+            controller: resp.controller_id.0,
+            brokers,
         })
-        .await
     }
 }

@@ -7,14 +7,15 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
-use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, IncrementalAlterConfigsRequest};
+use kafka_protocol::messages::{DescribeConfigsRequest, IncrementalAlterConfigsRequest};
 use kafka_protocol::protocol::StrBytes;
 use weir_kafka::config::{
-    AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ConfigSynonym, ConfigType,
+    AlterConfigOpType, ConfigEntry, ConfigResource, ConfigResourceType, ConfigSource,
+    ConfigSynonym, ConfigType,
 };
 
-use super::{err, is_routing_error, sb, Admin};
-use crate::error::{ClientError, Result};
+use super::{err, match_answer, no_routing_codes, sb, Admin, Route};
+use crate::error::Result;
 
 const DESCRIBE_CONFIGS: (i16, i16) = (1, 4);
 const INCREMENTAL_ALTER_CONFIGS: (i16, i16) = (0, 1);
@@ -47,60 +48,58 @@ impl AlterConfigOp {
     }
 }
 
+/// "topic 'orders'" or "broker 1", for errors about a resource (as `wire` names it).
+fn resource_item((kind, name): &(i8, String)) -> String {
+    match ConfigResourceType::from_code(*kind) {
+        Some(ConfigResourceType::Broker) => format!("broker {name}"),
+        Some(ConfigResourceType::Topic) => format!("topic '{name}'"),
+        _ => format!("resource '{name}' of type {kind}"),
+    }
+}
+
 impl Admin {
     /// The configs of a topic or broker (all of them, defaults included).
     pub async fn describe_configs(&self, resource: &ConfigResource) -> Result<Vec<ConfigEntry>> {
         let (kind, name) = resource.wire();
+        // A broker's configs are answered by that broker.
+        let route = match resource {
+            ConfigResource::Broker(id) => Route::Broker(*id),
+            ConfigResource::Topic(_) => Route::Any,
+        };
+        let build = |_| {
+            let mut req = DescribeConfigsRequest::default();
+            let mut r = DescribeConfigsResource::default();
+            r.resource_type = kind;
+            r.resource_name = sb(&name);
+            r.configuration_keys = None;
+            req.resources = vec![r];
+            req
+        };
         let resp = self
-            .retrying("describing configs", || async {
-                // A broker's configs are answered by that broker.
-                let conn = match resource {
-                    ConfigResource::Broker(id) => {
-                        self.cluster.refresh(Some(&[]), false).await?;
-                        self.cluster.node(*id).await?
-                    }
-                    ConfigResource::Topic(_) => self.cluster.any().await?,
-                };
-                let v = conn.version_for(ApiKey::DescribeConfigs, DESCRIBE_CONFIGS)?;
-                let mut req = DescribeConfigsRequest::default();
-                let mut r = DescribeConfigsResource::default();
-                r.resource_type = kind;
-                r.resource_name = sb(&name);
-                r.configuration_keys = None;
-                req.resources = vec![r];
-                conn.request(&req, v).await
-            })
+            .send(
+                "describing configs",
+                route,
+                DESCRIBE_CONFIGS,
+                build,
+                no_routing_codes,
+            )
             .await?;
-        let result = resp
-            .results
-            .into_iter()
-            .next()
-            .ok_or_else(|| ClientError::Protocol("DescribeConfigs answered nothing".into()))?;
-        err(result.error_code, result.error_message.as_ref())?;
-        let mut entries: Vec<ConfigEntry> = result
-            .configs
-            .into_iter()
-            .map(|c| ConfigEntry {
-                name: c.name.to_string(),
-                value: c.value.map(|v| v.to_string()),
-                source: ConfigSource::from_code(c.config_source),
-                read_only: c.read_only,
-                sensitive: c.is_sensitive,
-                config_type: ConfigType::from_code(c.config_type),
-                documentation: c.documentation.map(|d| d.to_string()),
-                synonyms: c
-                    .synonyms
-                    .into_iter()
-                    .map(|s| ConfigSynonym {
-                        name: s.name.to_string(),
-                        value: s.value.map(|v| v.to_string()),
-                        source: ConfigSource::from_code(s.source),
-                    })
-                    .collect(),
-            })
-            .collect();
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(entries)
+        let answered = resp.results.into_iter().map(|result| {
+            let key = (result.resource_type, result.resource_name.to_string());
+            let entries = err(result.error_code, result.error_message.as_ref()).map(|()| {
+                let mut entries: Vec<ConfigEntry> =
+                    result.configs.into_iter().map(config_entry).collect();
+                entries.sort_by(|a, b| a.name.cmp(&b.name));
+                entries
+            });
+            (key, entries)
+        });
+        match_answer(
+            "DescribeConfigs",
+            (kind, name.clone()),
+            answered,
+            resource_item,
+        )
     }
 
     /// Changes configs of a topic or broker (IncrementalAlterConfigs: only the named keys
@@ -112,40 +111,62 @@ impl Admin {
         validate_only: bool,
     ) -> Result<()> {
         let (kind, name) = resource.wire();
+        let route = match resource {
+            ConfigResource::Broker(id) => Route::Broker(*id),
+            ConfigResource::Topic(_) => Route::Controller,
+        };
+        let build = |_| {
+            let mut req = IncrementalAlterConfigsRequest::default();
+            req.validate_only = validate_only;
+            let mut r = AlterConfigsResource::default();
+            r.resource_type = kind;
+            r.resource_name = sb(&name);
+            r.configs = ops.iter().map(AlterConfigOp::wire).collect();
+            req.resources = vec![r];
+            req
+        };
         let resp = self
-            .retrying("altering configs", || async {
-                let conn = match resource {
-                    ConfigResource::Broker(id) => {
-                        self.cluster.refresh(Some(&[]), false).await?;
-                        self.cluster.node(*id).await?
-                    }
-                    ConfigResource::Topic(_) => self.controller().await?,
-                };
-                let v =
-                    conn.version_for(ApiKey::IncrementalAlterConfigs, INCREMENTAL_ALTER_CONFIGS)?;
-                let mut req = IncrementalAlterConfigsRequest::default();
-                req.validate_only = validate_only;
-                let mut r = AlterConfigsResource::default();
-                r.resource_type = kind;
-                r.resource_name = sb(&name);
-                r.configs = ops.iter().map(AlterConfigOp::wire).collect();
-                req.resources = vec![r];
-                let resp = conn.request(&req, v).await?;
-                if let Some(r) = resp
-                    .responses
-                    .iter()
-                    .find(|r| is_routing_error(r.error_code))
-                {
-                    return Err(self.routing_failure(None, r.error_code));
-                }
-                Ok(resp)
-            })
+            .send(
+                "altering configs",
+                route,
+                INCREMENTAL_ALTER_CONFIGS,
+                build,
+                |r| r.responses.iter().map(|r| r.error_code).collect(),
+            )
             .await?;
-        match resp.responses.first() {
-            Some(r) => err(r.error_code, r.error_message.as_ref()),
-            None => Err(ClientError::Protocol(
-                "IncrementalAlterConfigs answered nothing".into(),
-            )),
-        }
+        let answered = resp.responses.iter().map(|r| {
+            let key = (r.resource_type, r.resource_name.to_string());
+            (key, err(r.error_code, r.error_message.as_ref()))
+        });
+        match_answer(
+            "IncrementalAlterConfigs",
+            (kind, name.clone()),
+            answered,
+            resource_item,
+        )
+    }
+}
+
+/// One config as DescribeConfigs describes it.
+fn config_entry(
+    c: kafka_protocol::messages::describe_configs_response::DescribeConfigsResourceResult,
+) -> ConfigEntry {
+    ConfigEntry {
+        name: c.name.to_string(),
+        value: c.value.map(|v| v.to_string()),
+        source: ConfigSource::from_code(c.config_source),
+        read_only: c.read_only,
+        sensitive: c.is_sensitive,
+        config_type: ConfigType::from_code(c.config_type),
+        documentation: c.documentation.map(|d| d.to_string()),
+        synonyms: c
+            .synonyms
+            .into_iter()
+            .map(|s| ConfigSynonym {
+                name: s.name.to_string(),
+                value: s.value.map(|v| v.to_string()),
+                source: ConfigSource::from_code(s.source),
+            })
+            .collect(),
     }
 }

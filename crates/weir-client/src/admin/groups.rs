@@ -14,13 +14,16 @@ use kafka_protocol::messages::offset_delete_request::{
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, ConsumerProtocolAssignment, DeleteGroupsRequest, DescribeGroupsRequest, GroupId,
+    ConsumerProtocolAssignment, DeleteGroupsRequest, DescribeGroupsRequest, GroupId,
     ListGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError as E;
 
-use super::{err, is_routing_error, sb, with_context, Admin, TopicPartitionKey};
+use super::{
+    by_topic, err, match_answer, match_answers, partition_item, sb, with_context, Admin, Route,
+    TopicPartitionKey,
+};
 use crate::error::{ClientError, Result};
 
 const LIST_GROUPS: (i16, i16) = (0, 4);
@@ -63,6 +66,11 @@ pub struct GroupDescription {
     pub members: Vec<MemberDescription>,
 }
 
+/// "group 'g'", for errors about a group.
+fn group_item(group: &String) -> String {
+    format!("group '{group}'")
+}
+
 impl Admin {
     /// Every group on every broker.
     pub async fn list_groups(&self) -> Result<Vec<GroupListing>> {
@@ -74,16 +82,15 @@ impl Admin {
         let mut out: BTreeMap<String, GroupListing> = BTreeMap::new();
         for id in ids {
             let resp = self
-                .retrying("listing groups", || async {
-                    let conn = self.cluster.node(id).await?;
-                    let v = conn.version_for(ApiKey::ListGroups, LIST_GROUPS)?;
-                    let resp = conn.request(&ListGroupsRequest::default(), v).await?;
-                    if resp.error_code != 0 {
-                        return Err(ClientError::kafka(resp.error_code, None));
-                    }
-                    Ok(resp)
-                })
+                .send(
+                    "listing groups",
+                    Route::Node(id),
+                    LIST_GROUPS,
+                    |_| ListGroupsRequest::default(),
+                    |r| vec![r.error_code],
+                )
                 .await?;
+            err(resp.error_code, None)?;
             for g in resp.groups {
                 out.insert(
                     g.group_id.to_string(),
@@ -101,48 +108,50 @@ impl Admin {
     /// Describes a group: its state, assignor and members with their partitions. A group
     /// nobody has used is reported in state "Dead" (as Kafka does), not as an error.
     pub async fn describe_group(&self, group: &str) -> Result<GroupDescription> {
+        let build = |_| {
+            let mut req = DescribeGroupsRequest::default();
+            req.groups = vec![GroupId(sb(group))];
+            req
+        };
         let resp = self
-            .retrying("describing a group", || async {
-                let conn = self.coordinator(group).await?;
-                let v = conn.version_for(ApiKey::DescribeGroups, DESCRIBE_GROUPS)?;
-                let mut req = DescribeGroupsRequest::default();
-                req.groups = vec![GroupId(sb(group))];
-                let resp = conn.request(&req, v).await?;
-                if let Some(g) = resp.groups.iter().find(|g| is_routing_error(g.error_code)) {
-                    return Err(self.routing_failure(Some(group), g.error_code));
-                }
-                Ok(resp)
-            })
+            .send(
+                "describing a group",
+                Route::Coordinator(group),
+                DESCRIBE_GROUPS,
+                build,
+                |r| r.groups.iter().map(|g| g.error_code).collect(),
+            )
             .await?;
-        let g = resp
-            .groups
-            .into_iter()
-            .next()
-            .ok_or_else(|| ClientError::Protocol("DescribeGroups answered nothing".into()))?;
-        err(g.error_code, g.error_message.as_ref())?;
-        let consumer = g.protocol_type.as_str() == "consumer";
-        let members = g
-            .members
-            .into_iter()
-            .map(|m| MemberDescription {
-                member_id: m.member_id.to_string(),
-                group_instance_id: m.group_instance_id.map(|i| i.to_string()),
-                client_id: m.client_id.to_string(),
-                host: m.client_host.to_string(),
-                assignment: if consumer {
-                    decode_assignment(m.member_assignment)
-                } else {
-                    Vec::new()
-                },
-            })
-            .collect();
-        Ok(GroupDescription {
-            group_id: g.group_id.to_string(),
-            state: g.group_state.to_string(),
-            protocol_type: g.protocol_type.to_string(),
-            protocol: g.protocol_data.to_string(),
-            members,
-        })
+        let answered = resp.groups.into_iter().map(|g| {
+            let id = g.group_id.to_string();
+            let description = err(g.error_code, g.error_message.as_ref()).map(|()| {
+                let consumer = g.protocol_type.as_str() == "consumer";
+                let members = g
+                    .members
+                    .into_iter()
+                    .map(|m| MemberDescription {
+                        member_id: m.member_id.to_string(),
+                        group_instance_id: m.group_instance_id.map(|i| i.to_string()),
+                        client_id: m.client_id.to_string(),
+                        host: m.client_host.to_string(),
+                        assignment: if consumer {
+                            decode_assignment(m.member_assignment)
+                        } else {
+                            Vec::new()
+                        },
+                    })
+                    .collect();
+                GroupDescription {
+                    group_id: id.clone(),
+                    state: g.group_state.to_string(),
+                    protocol_type: g.protocol_type.to_string(),
+                    protocol: g.protocol_data.to_string(),
+                    members,
+                }
+            });
+            (id, description)
+        });
+        match_answer("DescribeGroups", group.to_string(), answered, group_item)
     }
 
     /// Deletes groups (they must have no members: NON_EMPTY_GROUP otherwise).
@@ -150,26 +159,29 @@ impl Admin {
         let mut out = Vec::new();
         // Each group may have a different coordinator.
         for group in groups {
-            let r = self
-                .retrying("deleting a group", || async {
-                    let conn = self.coordinator(group).await?;
-                    let v = conn.version_for(ApiKey::DeleteGroups, DELETE_GROUPS)?;
+            let r = async {
+                let build = |_| {
                     let mut req = DeleteGroupsRequest::default();
                     req.groups_names = vec![GroupId(sb(group))];
-                    let resp = conn.request(&req, v).await?;
-                    let code = resp.results.first().map(|r| r.error_code).ok_or_else(|| {
-                        ClientError::Protocol("DeleteGroups answered nothing".into())
-                    })?;
-                    if is_routing_error(code) {
-                        return Err(self.routing_failure(Some(group), code));
-                    }
-                    Ok(code)
-                })
-                .await;
-            out.push((
-                group.clone(),
-                r.and_then(|code| err(code, None).map_err(|e| with_context(e, group))),
-            ));
+                    req
+                };
+                let resp = self
+                    .send(
+                        "deleting a group",
+                        Route::Coordinator(group),
+                        DELETE_GROUPS,
+                        build,
+                        |r| r.results.iter().map(|r| r.error_code).collect(),
+                    )
+                    .await?;
+                let answered = resp.results.iter().map(|r| {
+                    let result = err(r.error_code, None).map_err(|e| with_context(e, group));
+                    (r.group_id.to_string(), result)
+                });
+                match_answer("DeleteGroups", group.clone(), answered, group_item)
+            }
+            .await;
+            out.push((group.clone(), r));
         }
         Ok(out)
     }
@@ -181,47 +193,54 @@ impl Admin {
         group: &str,
         partitions: Option<&[TopicPartitionKey]>,
     ) -> Result<BTreeMap<TopicPartitionKey, i64>> {
+        let build = |_| {
+            let mut req = OffsetFetchRequest::default();
+            req.group_id = GroupId(sb(group));
+            req.topics = partitions.map(|tps| {
+                by_topic(tps.iter().map(|tp| (tp, ())), |p, ()| p)
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        let mut rt = OffsetFetchRequestTopic::default();
+                        rt.name = TopicName(sb(t));
+                        rt.partition_indexes = ps;
+                        rt
+                    })
+                    .collect()
+            });
+            req
+        };
         let resp = self
-            .retrying("fetching committed offsets", || async {
-                let conn = self.coordinator(group).await?;
-                let v = conn.version_for(ApiKey::OffsetFetch, OFFSET_FETCH)?;
-                let mut req = OffsetFetchRequest::default();
-                req.group_id = GroupId(sb(group));
-                req.topics = partitions.map(|tps| {
-                    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-                    for (t, p) in tps {
-                        by_topic.entry(t.as_str()).or_default().push(*p);
-                    }
-                    by_topic
-                        .into_iter()
-                        .map(|(t, ps)| {
-                            let mut rt = OffsetFetchRequestTopic::default();
-                            rt.name = TopicName(sb(t));
-                            rt.partition_indexes = ps;
-                            rt
-                        })
-                        .collect()
-                });
-                let resp = conn.request(&req, v).await?;
-                if is_routing_error(resp.error_code) {
-                    return Err(self.routing_failure(Some(group), resp.error_code));
-                }
-                err(resp.error_code, None)?;
-                Ok(resp)
-            })
+            .send(
+                "fetching committed offsets",
+                Route::Coordinator(group),
+                OFFSET_FETCH,
+                build,
+                |r| vec![r.error_code],
+            )
             .await?;
+        err(resp.error_code, None)?;
+        let answered = resp.topics.iter().flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                let key = (t.name.to_string(), p.partition_index);
+                let r = match p.error_code {
+                    0 => Ok(p.committed_offset),
+                    code => Err(ClientError::kafka(code, Some(partition_item(&key)))),
+                };
+                (key, r)
+            })
+        });
+        let matched = match partitions {
+            Some(tps) => {
+                match_answers("OffsetFetch", tps.iter().cloned(), answered, partition_item)?
+            }
+            // Every partition the group committed: there is nothing to match.
+            None => answered.collect(),
+        };
         let mut out = BTreeMap::new();
-        for t in resp.topics {
-            for p in t.partitions {
-                if p.error_code != 0 {
-                    return Err(ClientError::kafka(
-                        p.error_code,
-                        Some(format!("{}-{}", t.name.as_str(), p.partition_index)),
-                    ));
-                }
-                if p.committed_offset >= 0 {
-                    out.insert((t.name.to_string(), p.partition_index), p.committed_offset);
-                }
+        for (key, committed) in matched {
+            let committed = committed?;
+            if committed >= 0 {
+                out.insert(key, committed);
             }
         }
         Ok(out)
@@ -234,66 +253,66 @@ impl Admin {
         group: &str,
         offsets: &BTreeMap<TopicPartitionKey, i64>,
     ) -> Result<()> {
-        let resp = self
-            .retrying("committing offsets", || async {
-                let conn = self.coordinator(group).await?;
-                let v = conn.version_for(ApiKey::OffsetCommit, OFFSET_COMMIT)?;
-                let mut req = OffsetCommitRequest::default();
-                req.group_id = GroupId(sb(group));
-                // No generation and no member: an admin commit, which the coordinator
-                // takes only for a group nobody is in.
-                req.generation_id_or_member_epoch = -1;
-                req.member_id = StrBytes::default();
-                req.retention_time_ms = -1;
-                let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> =
-                    BTreeMap::new();
-                for ((t, p), o) in offsets {
-                    let mut rp = OffsetCommitRequestPartition::default();
-                    rp.partition_index = *p;
-                    rp.committed_offset = *o;
-                    rp.committed_leader_epoch = -1;
-                    rp.committed_metadata = Some(StrBytes::default());
-                    by_topic.entry(t.as_str()).or_default().push(rp);
-                }
-                req.topics = by_topic
-                    .into_iter()
-                    .map(|(t, ps)| {
-                        let mut rt = OffsetCommitRequestTopic::default();
-                        rt.name = TopicName(sb(t));
-                        rt.partitions = ps;
-                        rt
-                    })
-                    .collect();
-                let resp = conn.request(&req, v).await?;
-                for t in &resp.topics {
-                    if let Some(p) = t.partitions.iter().find(|p| is_routing_error(p.error_code)) {
-                        return Err(self.routing_failure(Some(group), p.error_code));
-                    }
-                }
-                Ok(resp)
+        let build = |_| {
+            let mut req = OffsetCommitRequest::default();
+            req.group_id = GroupId(sb(group));
+            // No generation and no member: an admin commit, which the coordinator
+            // takes only for a group nobody is in.
+            req.generation_id_or_member_epoch = -1;
+            req.member_id = StrBytes::default();
+            req.retention_time_ms = -1;
+            req.topics = by_topic(offsets, |p, o| {
+                let mut rp = OffsetCommitRequestPartition::default();
+                rp.partition_index = p;
+                rp.committed_offset = *o;
+                rp.committed_leader_epoch = -1;
+                rp.committed_metadata = Some(StrBytes::default());
+                rp
             })
+            .into_iter()
+            .map(|(t, ps)| {
+                let mut rt = OffsetCommitRequestTopic::default();
+                rt.name = TopicName(sb(t));
+                rt.partitions = ps;
+                rt
+            })
+            .collect();
+            req
+        };
+        let resp = self
+            .send(
+                "committing offsets",
+                Route::Coordinator(group),
+                OFFSET_COMMIT,
+                build,
+                |r| {
+                    let partitions = r.topics.iter().flat_map(|t| &t.partitions);
+                    partitions.map(|p| p.error_code).collect()
+                },
+            )
             .await?;
-        for t in resp.topics {
-            for p in t.partitions {
-                if p.error_code != 0 {
-                    let what = format!(
-                        "{}-{} in group '{group}'",
-                        t.name.as_str(),
-                        p.partition_index
-                    );
-                    let e = ClientError::kafka(p.error_code, Some(what));
-                    return Err(if p.error_code == E::UnknownMemberId.code() {
-                        ClientError::kafka(
-                            p.error_code,
-                            Some(format!(
-                                "group '{group}' has active members; stop its consumers first"
-                            )),
-                        )
-                    } else {
-                        e
-                    });
-                }
-            }
+        let answered = resp.topics.iter().flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                let key = (t.name.to_string(), p.partition_index);
+                let r = match p.error_code {
+                    0 => Ok(()),
+                    code if code == E::UnknownMemberId.code() => Err(ClientError::kafka(
+                        code,
+                        Some(format!(
+                            "group '{group}' has active members; stop its consumers first"
+                        )),
+                    )),
+                    code => Err(ClientError::kafka(
+                        code,
+                        Some(format!("{} in group '{group}'", partition_item(&key))),
+                    )),
+                };
+                (key, r)
+            })
+        });
+        let asked = offsets.keys().cloned();
+        for (_, r) in match_answers("OffsetCommit", asked, answered, partition_item)? {
+            r?;
         }
         Ok(())
     }
@@ -305,42 +324,44 @@ impl Admin {
         group: &str,
         partitions: &[TopicPartitionKey],
     ) -> Result<()> {
-        let resp = self
-            .retrying("deleting committed offsets", || async {
-                let conn = self.coordinator(group).await?;
-                let v = conn.version_for(ApiKey::OffsetDelete, OFFSET_DELETE)?;
-                let mut req = OffsetDeleteRequest::default();
-                req.group_id = GroupId(sb(group));
-                let mut by_topic: BTreeMap<&str, Vec<OffsetDeleteRequestPartition>> =
-                    BTreeMap::new();
-                for (t, p) in partitions {
-                    let mut rp = OffsetDeleteRequestPartition::default();
-                    rp.partition_index = *p;
-                    by_topic.entry(t.as_str()).or_default().push(rp);
-                }
-                req.topics = by_topic
-                    .into_iter()
-                    .map(|(t, ps)| {
-                        let mut rt = OffsetDeleteRequestTopic::default();
-                        rt.name = TopicName(sb(t));
-                        rt.partitions = ps;
-                        rt
-                    })
-                    .collect();
-                let resp = conn.request(&req, v).await?;
-                if is_routing_error(resp.error_code) {
-                    return Err(self.routing_failure(Some(group), resp.error_code));
-                }
-                Ok(resp)
+        let build = |_| {
+            let mut req = OffsetDeleteRequest::default();
+            req.group_id = GroupId(sb(group));
+            req.topics = by_topic(partitions.iter().map(|tp| (tp, ())), |p, ()| {
+                let mut rp = OffsetDeleteRequestPartition::default();
+                rp.partition_index = p;
+                rp
             })
+            .into_iter()
+            .map(|(t, ps)| {
+                let mut rt = OffsetDeleteRequestTopic::default();
+                rt.name = TopicName(sb(t));
+                rt.partitions = ps;
+                rt
+            })
+            .collect();
+            req
+        };
+        let resp = self
+            .send(
+                "deleting committed offsets",
+                Route::Coordinator(group),
+                OFFSET_DELETE,
+                build,
+                |r| vec![r.error_code],
+            )
             .await?;
         err(resp.error_code, None).map_err(|e| with_context(e, group))?;
-        for t in resp.topics {
-            for p in t.partitions {
-                err(p.error_code, None).map_err(|e| {
-                    with_context(e, &format!("{}-{}", t.name.as_str(), p.partition_index))
-                })?;
-            }
+        let answered = resp.topics.iter().flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                let key = (t.name.to_string(), p.partition_index);
+                let r = err(p.error_code, None).map_err(|e| with_context(e, &partition_item(&key)));
+                (key, r)
+            })
+        });
+        let asked = partitions.iter().cloned();
+        for (_, r) in match_answers("OffsetDelete", asked, answered, partition_item)? {
+            r?;
         }
         Ok(())
     }

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
-use kafka_protocol::messages::{AlterClientQuotasRequest, ApiKey, DescribeClientQuotasRequest};
+use kafka_protocol::messages::{AlterClientQuotasRequest, DescribeClientQuotasRequest};
 
-use super::{err, sb, Admin};
+use super::{err, no_routing_codes, sb, Admin, Route};
 use crate::error::{ClientError, Result};
 
 const DESCRIBE_CLIENT_QUOTAS: (i16, i16) = (0, 1);
@@ -41,27 +41,32 @@ impl Admin {
         components: &[(String, QuotaMatch)],
         strict: bool,
     ) -> Result<Vec<(QuotaEntity, BTreeMap<String, f64>)>> {
+        let build = |_| {
+            let mut req = DescribeClientQuotasRequest::default();
+            req.strict = strict;
+            req.components = components
+                .iter()
+                .map(|(t, m)| {
+                    let mut c = ComponentData::default();
+                    c.entity_type = sb(t);
+                    (c.match_type, c._match) = match m {
+                        QuotaMatch::Exactly(n) => (0, Some(sb(n))),
+                        QuotaMatch::Default => (1, None),
+                        QuotaMatch::Any => (2, None),
+                    };
+                    c
+                })
+                .collect();
+            req
+        };
         let resp = self
-            .retrying("describing client quotas", || async {
-                let conn = self.cluster.any().await?;
-                let v = conn.version_for(ApiKey::DescribeClientQuotas, DESCRIBE_CLIENT_QUOTAS)?;
-                let mut req = DescribeClientQuotasRequest::default();
-                req.strict = strict;
-                req.components = components
-                    .iter()
-                    .map(|(t, m)| {
-                        let mut c = ComponentData::default();
-                        c.entity_type = sb(t);
-                        (c.match_type, c._match) = match m {
-                            QuotaMatch::Exactly(n) => (0, Some(sb(n))),
-                            QuotaMatch::Default => (1, None),
-                            QuotaMatch::Any => (2, None),
-                        };
-                        c
-                    })
-                    .collect();
-                conn.request(&req, v).await
-            })
+            .send(
+                "describing client quotas",
+                Route::Any,
+                DESCRIBE_CLIENT_QUOTAS,
+                build,
+                no_routing_codes,
+            )
             .await?;
         err(resp.error_code, resp.error_message.as_ref())?;
         let entries = resp.entries.ok_or_else(|| {
@@ -96,42 +101,47 @@ impl Admin {
         alterations: &[QuotaAlteration],
         validate_only: bool,
     ) -> Result<Vec<Result<()>>> {
+        let build = |_| {
+            let mut req = AlterClientQuotasRequest::default();
+            req.validate_only = validate_only;
+            req.entries = alterations
+                .iter()
+                .map(|a| {
+                    let mut e = EntryData::default();
+                    e.entity = a
+                        .entity
+                        .iter()
+                        .map(|(t, n)| {
+                            let mut d = EntityData::default();
+                            d.entity_type = sb(t);
+                            d.entity_name = n.as_deref().map(sb);
+                            d
+                        })
+                        .collect();
+                    e.ops = a
+                        .changes
+                        .iter()
+                        .map(|(k, v)| {
+                            let mut op = OpData::default();
+                            op.key = sb(k);
+                            op.value = v.unwrap_or(0.0);
+                            op.remove = v.is_none();
+                            op
+                        })
+                        .collect();
+                    e
+                })
+                .collect();
+            req
+        };
         let resp = self
-            .retrying("altering client quotas", || async {
-                let conn = self.cluster.any().await?;
-                let v = conn.version_for(ApiKey::AlterClientQuotas, ALTER_CLIENT_QUOTAS)?;
-                let mut req = AlterClientQuotasRequest::default();
-                req.validate_only = validate_only;
-                req.entries = alterations
-                    .iter()
-                    .map(|a| {
-                        let mut e = EntryData::default();
-                        e.entity = a
-                            .entity
-                            .iter()
-                            .map(|(t, n)| {
-                                let mut d = EntityData::default();
-                                d.entity_type = sb(t);
-                                d.entity_name = n.as_deref().map(sb);
-                                d
-                            })
-                            .collect();
-                        e.ops = a
-                            .changes
-                            .iter()
-                            .map(|(k, v)| {
-                                let mut op = OpData::default();
-                                op.key = sb(k);
-                                op.value = v.unwrap_or(0.0);
-                                op.remove = v.is_none();
-                                op
-                            })
-                            .collect();
-                        e
-                    })
-                    .collect();
-                conn.request(&req, v).await
-            })
+            .send(
+                "altering client quotas",
+                Route::Any,
+                ALTER_CLIENT_QUOTAS,
+                build,
+                no_routing_codes,
+            )
             .await?;
         if resp.entries.len() != alterations.len() {
             return Err(ClientError::Protocol(format!(

@@ -3,7 +3,7 @@
 //! records (DeleteRecords). Topic changes go to the controller, offsets and records to
 //! each partition's leader; nothing here reads or writes a group.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
@@ -14,12 +14,17 @@ use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, ListOffsetsRequest, MetadataRequest, TopicName,
+    BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
+    DeleteRecordsResponse, DeleteTopicsRequest, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, TopicName,
 };
+use kafka_protocol::protocol::Request;
 use kafka_protocol::ResponseError as E;
 
-use super::{err, is_routing_error, sb, with_context, Admin, TopicPartitionKey};
+use super::{
+    by_topic, err, match_answers, no_routing_codes, partition_item, sb, topic_item, with_context,
+    Admin, Route, TopicPartitionKey,
+};
 use crate::error::{ClientError, Result};
 
 const METADATA: (i16, i16) = (1, 12);
@@ -128,41 +133,37 @@ impl Admin {
         &self,
         names: &[String],
     ) -> Result<Vec<(String, Result<TopicDescription>)>> {
+        let build = |v: i16| {
+            let mut req = MetadataRequest::default();
+            req.topics = Some(
+                names
+                    .iter()
+                    .map(|n| {
+                        let mut t = MetadataRequestTopic::default();
+                        t.name = Some(TopicName(sb(n)));
+                        t
+                    })
+                    .collect(),
+            );
+            if v >= 4 {
+                req.allow_auto_topic_creation = false;
+            }
+            req
+        };
         let resp = self
-            .retrying("describing topics", || async {
-                let conn = self.cluster.any().await?;
-                let v = conn.version_for(ApiKey::Metadata, METADATA)?;
-                let mut req = MetadataRequest::default();
-                req.topics = Some(
-                    names
-                        .iter()
-                        .map(|n| {
-                            let mut t = MetadataRequestTopic::default();
-                            t.name = Some(TopicName(sb(n)));
-                            t
-                        })
-                        .collect(),
-                );
-                if v >= 4 {
-                    req.allow_auto_topic_creation = false;
-                }
-                conn.request(&req, v).await
-            })
+            .send(
+                "describing topics",
+                Route::Any,
+                METADATA,
+                build,
+                no_routing_codes,
+            )
             .await?;
-        let mut found: HashMap<String, Result<TopicDescription>> = HashMap::new();
-        for t in resp.topics {
-            let Some(name) = t.name.as_ref().map(|n| n.to_string()) else {
-                continue;
-            };
+        let answered = resp.topics.into_iter().filter_map(|t| {
+            let name = t.name.as_ref()?.to_string();
             if t.error_code != 0 {
-                found.insert(
-                    name.clone(),
-                    Err(ClientError::kafka(
-                        t.error_code,
-                        Some(format!("topic '{name}'")),
-                    )),
-                );
-                continue;
+                let e = ClientError::kafka(t.error_code, Some(format!("topic '{name}'")));
+                return Some((name, Err(e)));
             }
             let mut partitions: Vec<PartitionDescription> = t
                 .partitions
@@ -177,28 +178,15 @@ impl Admin {
                 })
                 .collect();
             partitions.sort_by_key(|p| p.partition);
-            found.insert(
-                name.clone(),
-                Ok(TopicDescription {
-                    name,
-                    id: t.topic_id,
-                    internal: t.is_internal,
-                    partitions,
-                }),
-            );
-        }
-        Ok(names
-            .iter()
-            .map(|n| {
-                let r = found.remove(n).unwrap_or_else(|| {
-                    Err(ClientError::kafka(
-                        E::UnknownTopicOrPartition.code(),
-                        Some(format!("topic '{n}'")),
-                    ))
-                });
-                (n.clone(), r)
-            })
-            .collect())
+            let description = TopicDescription {
+                name: name.clone(),
+                id: t.topic_id,
+                internal: t.is_internal,
+                partitions,
+            };
+            Some((name, Ok(description)))
+        });
+        match_answers("Metadata", names.iter().cloned(), answered, topic_item)
     }
 
     /// Creates topics; each gets its own result (TOPIC_ALREADY_EXISTS,
@@ -209,114 +197,89 @@ impl Admin {
         topics: &[NewTopic],
         validate_only: bool,
     ) -> Result<Vec<(String, Result<()>)>> {
+        let build = |_| {
+            let mut req = CreateTopicsRequest::default();
+            req.timeout_ms = self.timeout_ms();
+            req.validate_only = validate_only;
+            req.topics = topics
+                .iter()
+                .map(|t| {
+                    let mut c = CreatableTopic::default();
+                    c.name = TopicName(sb(&t.name));
+                    c.num_partitions = t.num_partitions;
+                    c.replication_factor = t.replication_factor;
+                    c.configs = t
+                        .configs
+                        .iter()
+                        .map(|(k, v)| {
+                            let mut e = CreatableTopicConfig::default();
+                            e.name = sb(k);
+                            e.value = Some(sb(v));
+                            e
+                        })
+                        .collect();
+                    c
+                })
+                .collect();
+            req
+        };
         let resp = self
-            .retrying("creating topics", || async {
-                let conn = self.controller().await?;
-                let v = conn.version_for(ApiKey::CreateTopics, CREATE_TOPICS)?;
-                let mut req = CreateTopicsRequest::default();
-                req.timeout_ms = self.timeout_ms();
-                req.validate_only = validate_only;
-                req.topics = topics
-                    .iter()
-                    .map(|t| {
-                        let mut c = CreatableTopic::default();
-                        c.name = TopicName(sb(&t.name));
-                        c.num_partitions = t.num_partitions;
-                        c.replication_factor = t.replication_factor;
-                        c.configs = t
-                            .configs
-                            .iter()
-                            .map(|(k, v)| {
-                                let mut e = CreatableTopicConfig::default();
-                                e.name = sb(k);
-                                e.value = Some(sb(v));
-                                e
-                            })
-                            .collect();
-                        c
-                    })
-                    .collect();
-                let resp = conn.request(&req, v).await?;
-                if let Some(t) = resp.topics.iter().find(|t| is_routing_error(t.error_code)) {
-                    return Err(self.routing_failure(None, t.error_code));
-                }
-                Ok(resp)
-            })
+            .send(
+                "creating topics",
+                Route::Controller,
+                CREATE_TOPICS,
+                build,
+                |r| r.topics.iter().map(|t| t.error_code).collect(),
+            )
             .await?;
-        let mut by_name: HashMap<String, Result<()>> = resp
-            .topics
-            .iter()
-            .map(|t| {
-                (
-                    t.name.to_string(),
-                    err(t.error_code, t.error_message.as_ref()),
-                )
-            })
-            .collect();
-        Ok(topics
-            .iter()
-            .map(|t| {
-                let r = by_name.remove(&t.name).unwrap_or_else(|| {
-                    Err(ClientError::Protocol(format!(
-                        "the broker did not answer for topic '{}'",
-                        t.name
-                    )))
-                });
-                (t.name.clone(), r)
-            })
-            .collect())
+        match_answers(
+            "CreateTopics",
+            topics.iter().map(|t| t.name.clone()),
+            resp.topics.iter().map(|t| {
+                let r = err(t.error_code, t.error_message.as_ref());
+                (t.name.to_string(), r)
+            }),
+            topic_item,
+        )
     }
 
     /// Deletes topics by name; each gets its own result.
     pub async fn delete_topics(&self, names: &[String]) -> Result<Vec<(String, Result<()>)>> {
-        let resp = self
-            .retrying("deleting topics", || async {
-                let conn = self.controller().await?;
-                let v = conn.version_for(ApiKey::DeleteTopics, DELETE_TOPICS)?;
-                let mut req = DeleteTopicsRequest::default();
-                req.timeout_ms = self.timeout_ms();
-                if v >= 6 {
-                    req.topics = names
-                        .iter()
-                        .map(|n| {
-                            let mut s = DeleteTopicState::default();
-                            s.name = Some(TopicName(sb(n)));
-                            s
-                        })
-                        .collect();
-                } else {
-                    req.topic_names = names.iter().map(|n| TopicName(sb(n))).collect();
-                }
-                let resp = conn.request(&req, v).await?;
-                if let Some(t) = resp
-                    .responses
+        let build = |v: i16| {
+            let mut req = DeleteTopicsRequest::default();
+            req.timeout_ms = self.timeout_ms();
+            if v >= 6 {
+                req.topics = names
                     .iter()
-                    .find(|t| is_routing_error(t.error_code))
-                {
-                    return Err(self.routing_failure(None, t.error_code));
-                }
-                Ok(resp)
-            })
+                    .map(|n| {
+                        let mut s = DeleteTopicState::default();
+                        s.name = Some(TopicName(sb(n)));
+                        s
+                    })
+                    .collect();
+            } else {
+                req.topic_names = names.iter().map(|n| TopicName(sb(n))).collect();
+            }
+            req
+        };
+        let resp = self
+            .send(
+                "deleting topics",
+                Route::Controller,
+                DELETE_TOPICS,
+                build,
+                |r| r.responses.iter().map(|t| t.error_code).collect(),
+            )
             .await?;
-        let mut by_name: HashMap<String, Result<()>> = resp
-            .responses
-            .iter()
-            .filter_map(|t| {
-                let name = t.name.as_ref()?.to_string();
-                Some((name, err(t.error_code, t.error_message.as_ref())))
-            })
-            .collect();
-        Ok(names
-            .iter()
-            .map(|n| {
-                let r = by_name.remove(n).unwrap_or_else(|| {
-                    Err(ClientError::Protocol(format!(
-                        "the broker did not answer for topic '{n}'"
-                    )))
-                });
-                (n.clone(), r)
-            })
-            .collect())
+        match_answers(
+            "DeleteTopics",
+            names.iter().cloned(),
+            resp.responses.iter().filter_map(|t| {
+                let r = err(t.error_code, t.error_message.as_ref());
+                Some((t.name.as_ref()?.to_string(), r))
+            }),
+            topic_item,
+        )
     }
 
     /// Grows topics to the given total partition counts (Kafka cannot shrink a topic).
@@ -325,51 +288,40 @@ impl Admin {
         totals: &[(String, i32)],
         validate_only: bool,
     ) -> Result<Vec<(String, Result<()>)>> {
+        let build = |_| {
+            let mut req = CreatePartitionsRequest::default();
+            req.timeout_ms = self.timeout_ms();
+            req.validate_only = validate_only;
+            req.topics = totals
+                .iter()
+                .map(|(name, count)| {
+                    let mut t = CreatePartitionsTopic::default();
+                    t.name = TopicName(sb(name));
+                    t.count = *count;
+                    t.assignments = None;
+                    t
+                })
+                .collect();
+            req
+        };
         let resp = self
-            .retrying("adding partitions", || async {
-                let conn = self.controller().await?;
-                let v = conn.version_for(ApiKey::CreatePartitions, CREATE_PARTITIONS)?;
-                let mut req = CreatePartitionsRequest::default();
-                req.timeout_ms = self.timeout_ms();
-                req.validate_only = validate_only;
-                req.topics = totals
-                    .iter()
-                    .map(|(name, count)| {
-                        let mut t = CreatePartitionsTopic::default();
-                        t.name = TopicName(sb(name));
-                        t.count = *count;
-                        t.assignments = None;
-                        t
-                    })
-                    .collect();
-                let resp = conn.request(&req, v).await?;
-                if let Some(t) = resp.results.iter().find(|t| is_routing_error(t.error_code)) {
-                    return Err(self.routing_failure(None, t.error_code));
-                }
-                Ok(resp)
-            })
+            .send(
+                "adding partitions",
+                Route::Controller,
+                CREATE_PARTITIONS,
+                build,
+                |r| r.results.iter().map(|t| t.error_code).collect(),
+            )
             .await?;
-        let mut by_name: HashMap<String, Result<()>> = resp
-            .results
-            .iter()
-            .map(|t| {
-                (
-                    t.name.to_string(),
-                    err(t.error_code, t.error_message.as_ref()),
-                )
-            })
-            .collect();
-        Ok(totals
-            .iter()
-            .map(|(n, _)| {
-                let r = by_name.remove(n).unwrap_or_else(|| {
-                    Err(ClientError::Protocol(format!(
-                        "the broker did not answer for topic '{n}'"
-                    )))
-                });
-                (n.clone(), r)
-            })
-            .collect())
+        match_answers(
+            "CreatePartitions",
+            totals.iter().map(|(n, _)| n.clone()),
+            resp.results.iter().map(|t| {
+                let r = err(t.error_code, t.error_message.as_ref());
+                (t.name.to_string(), r)
+            }),
+            topic_item,
+        )
     }
 
     /// Looks up offsets (earliest, latest, by time) of partitions, asking each leader.
@@ -377,51 +329,53 @@ impl Admin {
         &self,
         partitions: &[(TopicPartitionKey, OffsetSpec)],
     ) -> Result<BTreeMap<TopicPartitionKey, ListedOffset>> {
-        let mut out = BTreeMap::new();
-        for (leader, group) in self
-            .by_leader(partitions.iter().map(|(tp, s)| (tp, *s)))
-            .await?
-        {
-            let resp = self
-                .retrying("listing offsets", || async {
-                    let conn = self.cluster.node(leader).await?;
-                    let v = conn.version_for(ApiKey::ListOffsets, LIST_OFFSETS)?;
-                    let mut req = ListOffsetsRequest::default();
-                    req.replica_id = BrokerId(-1);
-                    req.topics = group_by_topic(&group, |p, spec: &OffsetSpec| {
-                        let mut lp = ListOffsetsPartition::default();
-                        lp.partition_index = p;
-                        lp.current_leader_epoch = -1;
-                        lp.timestamp = spec.wire();
-                        lp
-                    })
-                    .into_iter()
-                    .map(|(t, ps)| {
-                        let mut lt = ListOffsetsTopic::default();
-                        lt.name = TopicName(sb(&t));
-                        lt.partitions = ps;
-                        lt
-                    })
-                    .collect();
-                    conn.request(&req, v).await
-                })
-                .await?;
-            for t in resp.topics {
-                for p in t.partitions {
+        let build = |group: &[(TopicPartitionKey, OffsetSpec)]| {
+            let mut req = ListOffsetsRequest::default();
+            req.replica_id = BrokerId(-1);
+            req.topics = by_topic(group.iter().map(|(tp, spec)| (tp, spec)), |p, spec| {
+                let mut lp = ListOffsetsPartition::default();
+                lp.partition_index = p;
+                lp.current_leader_epoch = -1;
+                lp.timestamp = spec.wire();
+                lp
+            })
+            .into_iter()
+            .map(|(t, ps)| {
+                let mut lt = ListOffsetsTopic::default();
+                lt.name = TopicName(sb(t));
+                lt.partitions = ps;
+                lt
+            })
+            .collect();
+            req
+        };
+        let answers = |resp: &ListOffsetsResponse| {
+            let partitions = resp.topics.iter().flat_map(|t| {
+                t.partitions.iter().map(|p| {
                     let key = (t.name.to_string(), p.partition_index);
-                    err(p.error_code, None)
-                        .map_err(|e| with_context(e, &format!("{}-{}", key.0, key.1)))?;
-                    out.insert(
-                        key,
-                        ListedOffset {
+                    let r = err(p.error_code, None)
+                        .map_err(|e| with_context(e, &partition_item(&key)))
+                        .map(|()| ListedOffset {
                             offset: p.offset,
                             timestamp: p.timestamp,
-                        },
-                    );
-                }
-            }
-        }
-        Ok(out)
+                        });
+                    (key, r)
+                })
+            });
+            partitions.collect()
+        };
+        let items = partitions.iter().map(|(tp, s)| (tp, *s));
+        let found = self
+            .to_leaders(
+                "listing offsets",
+                "ListOffsets",
+                LIST_OFFSETS,
+                items,
+                build,
+                answers,
+            )
+            .await?;
+        found.into_iter().map(|(tp, r)| Ok((tp, r?))).collect()
     }
 
     /// Deletes every record below the given offsets (-1: the high watermark), moving
@@ -430,43 +384,70 @@ impl Admin {
         &self,
         before: &BTreeMap<TopicPartitionKey, i64>,
     ) -> Result<BTreeMap<TopicPartitionKey, Result<i64>>> {
-        let mut out = BTreeMap::new();
-        for (leader, group) in self
-            .by_leader(before.iter().map(|(tp, o)| (tp, *o)))
-            .await?
-        {
-            let resp = self
-                .retrying("deleting records", || async {
-                    let conn = self.cluster.node(leader).await?;
-                    let v = conn.version_for(ApiKey::DeleteRecords, DELETE_RECORDS)?;
-                    let mut req = DeleteRecordsRequest::default();
-                    req.timeout_ms = self.timeout_ms();
-                    req.topics = group_by_topic(&group, |p, offset: &i64| {
-                        let mut dp = DeleteRecordsPartition::default();
-                        dp.partition_index = p;
-                        dp.offset = *offset;
-                        dp
-                    })
-                    .into_iter()
-                    .map(|(t, ps)| {
-                        let mut dt = DeleteRecordsTopic::default();
-                        dt.name = TopicName(sb(&t));
-                        dt.partitions = ps;
-                        dt
-                    })
-                    .collect();
-                    conn.request(&req, v).await
-                })
-                .await?;
-            for t in resp.topics {
-                for p in t.partitions {
+        let build = |group: &[(TopicPartitionKey, i64)]| {
+            let mut req = DeleteRecordsRequest::default();
+            req.timeout_ms = self.timeout_ms();
+            req.topics = by_topic(group.iter().map(|(tp, o)| (tp, o)), |p, offset| {
+                let mut dp = DeleteRecordsPartition::default();
+                dp.partition_index = p;
+                dp.offset = *offset;
+                dp
+            })
+            .into_iter()
+            .map(|(t, ps)| {
+                let mut dt = DeleteRecordsTopic::default();
+                dt.name = TopicName(sb(t));
+                dt.partitions = ps;
+                dt
+            })
+            .collect();
+            req
+        };
+        let answers = |resp: &DeleteRecordsResponse| {
+            let partitions = resp.topics.iter().flat_map(|t| {
+                t.partitions.iter().map(|p| {
                     let key = (t.name.to_string(), p.partition_index);
                     let r = err(p.error_code, None)
                         .map(|_| p.low_watermark)
-                        .map_err(|e| with_context(e, &format!("{}-{}", key.0, key.1)));
-                    out.insert(key, r);
-                }
-            }
+                        .map_err(|e| with_context(e, &partition_item(&key)));
+                    (key, r)
+                })
+            });
+            partitions.collect()
+        };
+        let items = before.iter().map(|(tp, o)| (tp, *o));
+        let deleted = self
+            .to_leaders(
+                "deleting records",
+                "DeleteRecords",
+                DELETE_RECORDS,
+                items,
+                build,
+                answers,
+            )
+            .await?;
+        Ok(deleted.into_iter().collect())
+    }
+
+    /// Sends the request `build` makes for each leader's share of `items` to that leader,
+    /// and matches the partitions `answers` reads from its answer to that share.
+    async fn to_leaders<'a, T: Copy, R: Request, V: Clone>(
+        &self,
+        what: &str,
+        api: &str,
+        versions: (i16, i16),
+        items: impl Iterator<Item = (&'a TopicPartitionKey, T)>,
+        build: impl Fn(&[(TopicPartitionKey, T)]) -> R,
+        answers: impl Fn(&R::Response) -> Vec<(TopicPartitionKey, Result<V>)>,
+    ) -> Result<Vec<(TopicPartitionKey, Result<V>)>> {
+        let mut out = Vec::new();
+        for (leader, share) in self.by_leader(items).await? {
+            let route = Route::Node(leader);
+            let resp = self
+                .send(what, route, versions, |_| build(&share), no_routing_codes)
+                .await?;
+            let asked = share.iter().map(|(tp, _)| tp.clone());
+            out.extend(match_answers(api, asked, answers(&resp), partition_item)?);
         }
         Ok(out)
     }
@@ -518,16 +499,4 @@ impl Admin {
         }
         Ok(by.into_iter().collect())
     }
-}
-
-/// Groups per-partition items into per-topic lists, in topic order.
-fn group_by_topic<T, P>(
-    items: &[(TopicPartitionKey, T)],
-    mut make: impl FnMut(i32, &T) -> P,
-) -> Vec<(String, Vec<P>)> {
-    let mut by: BTreeMap<&str, Vec<P>> = BTreeMap::new();
-    for ((t, p), v) in items {
-        by.entry(t.as_str()).or_default().push(make(*p, v));
-    }
-    by.into_iter().map(|(t, ps)| (t.to_string(), ps)).collect()
 }
