@@ -4,89 +4,17 @@
 //! (an error if idempotence was asked for explicitly, quietly off if it was only the
 //! default).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use weir_record::{Compression, CompressionConfig};
 
 use crate::cluster::ClusterConfig;
 use crate::error::{ClientError, Result};
-
-fn bad(key: &str, value: &str, what: &str) -> ClientError {
-    ClientError::Config(format!("{key}={value}: {what}"))
-}
-
-/// Reads typed values out of a property map, remembering which keys were used.
-pub(crate) struct Props {
-    map: BTreeMap<String, String>,
-    used: Vec<&'static str>,
-}
+use crate::props::{bad, Props};
 
 impl Props {
-    pub(crate) fn new<K: Into<String>, V: Into<String>>(
-        pairs: impl IntoIterator<Item = (K, V)>,
-    ) -> Self {
-        Props {
-            map: pairs
-                .into_iter()
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect(),
-            used: Vec::new(),
-        }
-    }
-
-    pub(crate) fn is_set(&self, key: &str) -> bool {
-        self.map.contains_key(key)
-    }
-
-    pub(crate) fn string(&mut self, key: &'static str, default: &str) -> String {
-        self.used.push(key);
-        self.map
-            .get(key)
-            .cloned()
-            .unwrap_or_else(|| default.to_string())
-    }
-
-    pub(crate) fn int<T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display>(
-        &mut self,
-        key: &'static str,
-        default: T,
-        min: T,
-    ) -> Result<T> {
-        self.used.push(key);
-        match self.map.get(key) {
-            None => Ok(default),
-            Some(v) => {
-                let n: T = v.trim().parse().map_err(|_| bad(key, v, "not a number"))?;
-                if n < min {
-                    return Err(bad(key, v, &format!("must be at least {min}")));
-                }
-                Ok(n)
-            }
-        }
-    }
-
-    pub(crate) fn bool(&mut self, key: &'static str, default: bool) -> Result<bool> {
-        self.used.push(key);
-        match self.map.get(key).map(|v| v.trim().to_ascii_lowercase()) {
-            None => Ok(default),
-            Some(v) if v == "true" => Ok(true),
-            Some(v) if v == "false" => Ok(false),
-            Some(v) => Err(bad(key, &v, "must be true or false")),
-        }
-    }
-
-    /// Keys Kafka's Java client accepts that have no meaning here (serializer classes and
-    /// the like) are allowed; anything else unused is an error.
-    pub(crate) fn finish(self, ignored: &[&str]) -> Result<()> {
-        for k in self.map.keys() {
-            if !self.used.contains(&k.as_str()) && !ignored.contains(&k.as_str()) {
-                return Err(ClientError::Config(format!("unknown setting '{k}'")));
-            }
-        }
-        Ok(())
-    }
-
+    /// The settings every client shares: `bootstrap.servers`, `client.id`, the timeouts,
+    /// `retry.backoff.ms`, and how to reach a secured broker.
     pub(crate) fn cluster(&mut self, default_client_id: &str) -> Result<ClusterConfig> {
         let servers = self.string("bootstrap.servers", "");
         let bootstrap_servers: Vec<String> = servers

@@ -17,6 +17,7 @@ pub mod consumer;
 pub mod error;
 pub mod partitioner;
 pub mod producer;
+mod props;
 pub mod security;
 
 pub use config::{Acks, ProducerConfig};

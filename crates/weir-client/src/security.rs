@@ -16,8 +16,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use sha2::{Digest, Sha256, Sha512};
 
-use crate::config::Props;
 use crate::error::{ClientError, Result};
+use crate::props::Props;
 
 /// Where a system keeps its CA certificates (Debian, Ubuntu, Alpine; Fedora, RHEL), for
 /// a truststore not given.

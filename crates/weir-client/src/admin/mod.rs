@@ -25,9 +25,9 @@ use kafka_protocol::protocol::{Request, StrBytes};
 use kafka_protocol::ResponseError as E;
 
 use crate::cluster::{Cluster, ClusterConfig};
-use crate::config::Props;
 use crate::conn::BrokerConnection;
 use crate::error::{ClientError, Result};
+use crate::props::Props;
 
 mod acls;
 mod cluster;

@@ -6,12 +6,8 @@
 use std::time::Duration;
 
 use crate::cluster::ClusterConfig;
-use crate::config::Props;
 use crate::error::{ClientError, Result};
-
-fn bad(key: &str, value: &str, what: &str) -> ClientError {
-    ClientError::Config(format!("{key}={value}: {what}"))
-}
+use crate::props::{bad, Props};
 
 /// `auto.offset.reset`: where to start when a partition has no committed offset, or the
 /// position is out of range.
