@@ -177,7 +177,8 @@ impl BrokerConnection {
             ));
         }
         let v = self.version_for(ApiKey::SaslAuthenticate, (0, 2))?;
-        let (mut exchange, mut token) = Exchange::start(sasl);
+        let (mut exchange, mut token) =
+            Exchange::start(sasl).map_err(|e| conn_error(&self.addr, e))?;
         loop {
             let mut req = SaslAuthenticateRequest::default();
             req.auth_bytes = Bytes::from(token);

@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use base64::Engine;
+use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
@@ -341,15 +342,18 @@ fn saslname(s: &str) -> String {
 }
 
 impl Exchange {
-    pub(crate) fn start(sasl: &Sasl) -> (Exchange, Vec<u8>) {
+    /// The exchange and the client's first token; an error only when the OS has no random
+    /// bytes for a SCRAM nonce.
+    pub(crate) fn start(sasl: &Sasl) -> std::result::Result<(Exchange, Vec<u8>), String> {
         match sasl.mechanism {
             SaslMechanism::Plain => {
                 let token = format!("\0{}\0{}", sasl.username, sasl.password);
-                (Exchange::Plain, token.into_bytes())
+                Ok((Exchange::Plain, token.into_bytes()))
             }
             mechanism => {
                 let mut raw = [0u8; 24];
-                getrandom::fill(&mut raw).expect("the OS has randomness");
+                getrandom::fill(&mut raw)
+                    .map_err(|e| format!("no random bytes from the OS for the SCRAM nonce: {e}"))?;
                 let nonce = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw);
                 let client_first_bare = format!("n={},r={nonce}", saslname(&sasl.username));
                 let token = format!("n,,{client_first_bare}").into_bytes();
@@ -359,7 +363,7 @@ impl Exchange {
                     client_first_bare,
                     expected: None,
                 };
-                (ex, token)
+                Ok((ex, token))
             }
         }
     }
@@ -432,14 +436,18 @@ impl Exchange {
 }
 
 fn hmac(m: SaslMechanism, key: &[u8], data: &[u8]) -> Vec<u8> {
+    fn mac<M: Mac + KeyInit>(key: &[u8], data: &[u8]) -> Vec<u8> {
+        // RFC 2104: HMAC takes a key of any length (a longer one is hashed first).
+        let Ok(mut h) = <M as KeyInit>::new_from_slice(key) else {
+            unreachable!("HMAC refused a key of {} bytes", key.len())
+        };
+        h.update(data);
+        h.finalize().into_bytes().to_vec()
+    }
     if m == SaslMechanism::ScramSha512 {
-        let mut h = Hmac::<Sha512>::new_from_slice(key).expect("HMAC takes any key");
-        h.update(data);
-        h.finalize().into_bytes().to_vec()
+        mac::<Hmac<Sha512>>(key, data)
     } else {
-        let mut h = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key");
-        h.update(data);
-        h.finalize().into_bytes().to_vec()
+        mac::<Hmac<Sha256>>(key, data)
     }
 }
 
@@ -499,7 +507,7 @@ mod tests {
             username: "user".into(),
             password: "pencil".into(),
         };
-        let (mut ex, first) = Exchange::start(&sasl);
+        let (mut ex, first) = Exchange::start(&sasl).unwrap();
         let first = String::from_utf8(first).unwrap();
         let nonce = first.rsplit("r=").next().unwrap();
         let server_first = format!("r={nonce}server,s=c2FsdA==,i=4096");
@@ -509,7 +517,7 @@ mod tests {
             .step(&sasl, forged.as_bytes())
             .unwrap_err()
             .contains("wrong"));
-        let (mut ex, _) = Exchange::start(&sasl);
+        let (mut ex, _) = Exchange::start(&sasl).unwrap();
         assert!(ex.step(&sasl, b"r=someone-else,s=c2FsdA==,i=4096").is_err());
     }
 
