@@ -3,10 +3,10 @@
 //! SyncGroup rounds (the leader runs the assignor), heartbeats in the background,
 //! LeaveGroup, and the group's offsets (OffsetCommit, OffsetFetch).
 //!
-//! The consumer owns the decisions that touch its partitions (revoking, assigning, calling
-//! the rebalance listener); this module owns the wire and the member's identity (member id,
-//! generation, phase), shared with the heartbeat task behind one mutex that is never held
-//! across an `.await`.
+//! The consumer's coordinator (`coordinator`) owns the decisions that touch its partitions
+//! (revoking, assigning, calling the rebalance listener); this module owns the wire and the
+//! member's identity (member id, generation, phase), shared with the heartbeat task behind
+//! one mutex that is never held across an `.await`.
 //!
 //! Group requests go over connections of their own to the coordinator, as Kafka's client
 //! does: a heartbeat or commit must not queue behind a long-polling fetch, and JoinGroup,

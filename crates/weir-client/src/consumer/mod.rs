@@ -4,10 +4,12 @@
 //! flight; positions come from the group's committed offsets or `auto.offset.reset`;
 //! offsets are committed by hand or every `auto.commit.interval.ms`.
 //!
-//! Structure: the [`Consumer`] owns the state and every decision; background tasks (one
-//! fetch per broker, position lookups, metadata refreshes, rebalance rounds, heartbeats,
-//! auto-commits) do the I/O and report through one channel that `poll` drains. No task
-//! touches the consumer's state, so nothing is locked on the record path.
+//! Structure: the [`Consumer`] is the public API and owns what it reads (subscription
+//! state, fetches, positions, metadata); what concerns its group (joining, rebalancing with
+//! the listener's callbacks, commits) is its coordinator's (`coordinator`), to which it lends
+//! the subscription state. Background tasks (one fetch per broker, position lookups, metadata refreshes, rebalance
+//! rounds, heartbeats, auto-commits) do the I/O and report through one channel that `poll`
+//! drains. No task touches the consumer's state, so nothing is locked on the record path.
 //!
 //! - [`config`]: `ConsumerConfig` (Kafka's keys and defaults).
 //! - [`record`]: `ConsumerRecord`, `TopicPartition`, `OffsetAndMetadata`.
@@ -17,6 +19,7 @@
 
 pub mod assignor;
 pub mod config;
+mod coordinator;
 mod decode;
 mod fetcher;
 mod group;
@@ -39,8 +42,9 @@ use tracing::{debug, info, warn};
 
 use crate::cluster::{Cluster, Metadata};
 use crate::error::{ClientError, Result};
+use coordinator::ConsumerCoordinator;
 use fetcher::{FetchDone, Fetched, Fetcher};
-use group::{CommitIdentity, GroupShared, Joined, Phase, RoundOutcome, RoundParams};
+use group::{GroupShared, RoundOutcome};
 use subscription::{record_bytes, FetchState, Mode, ResetTo, SubscriptionState};
 
 pub use assignor::{
@@ -102,33 +106,12 @@ struct PositionJob {
     state: FetchState,
 }
 
-/// The consumer's side of its group.
-struct GroupState {
-    shared: Arc<GroupShared>,
-    heartbeat: Option<JoinHandle<()>>,
-    round: Option<JoinHandle<()>>,
-    round_not_before: Instant,
-    /// Rounds failed in a row (for the backoff).
-    round_failures: u32,
-    protocol: RebalanceProtocol,
-    /// Leader only: partition counts of every member's topics when it last assigned them;
-    /// a change means a new assignment is needed.
-    topics_snapshot: BTreeMap<String, i32>,
-}
-
 struct MetaView {
     snapshot: Metadata,
     refreshed_at: Option<Instant>,
     wanted: bool,
     in_flight: bool,
     not_before: Instant,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Callback {
-    Revoked,
-    Assigned,
-    Lost,
 }
 
 /// A Kafka consumer. Not `Clone`: like Kafka's, one consumer is driven by one task; it is
@@ -140,21 +123,15 @@ pub struct Consumer {
     fetcher: Fetcher,
     events_tx: UnboundedSender<Event>,
     events_rx: UnboundedReceiver<Event>,
-    group: Option<GroupState>,
-    listener: Option<Box<dyn RebalanceListener>>,
+    /// The group's side of things, with a `group.id`.
+    group: Option<ConsumerCoordinator>,
     meta: MetaView,
     positions_in_flight: bool,
-    auto_commit_at: Instant,
-    auto_commit_in_flight: bool,
     /// Rebalance outcomes that arrived while `position()` waited: they are applied by the
     /// next `poll`, because applying one commits and revokes partitions, and only `poll`
     /// may do that (the application may not have processed what poll returned yet).
     deferred_rounds: VecDeque<RoundOutcome>,
     in_position: bool,
-    /// Offsets this consumer committed last, so auto-commit skips unchanged ones.
-    last_committed: HashMap<TopicPartition, i64>,
-    /// Errors to raise from the next `poll` (e.g. a commit a rebalance callback asked for).
-    pending_errors: VecDeque<ClientError>,
 }
 
 /// The outcome of `commit_async`. The commit goes ahead whether or not this is awaited.
@@ -182,14 +159,6 @@ impl Future for CommitFuture {
             }),
         }
     }
-}
-
-/// "t-0, t-1" for logs.
-fn list<'a>(tps: impl IntoIterator<Item = &'a TopicPartition>) -> String {
-    tps.into_iter()
-        .map(|tp| tp.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Now plus `timeout`, or far in the future for a timeout too large to add (Java's
@@ -244,22 +213,10 @@ impl Consumer {
         let cfg = Arc::new(cfg);
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let now = Instant::now();
-        let group = cfg.group_id.clone().map(|group_id| GroupState {
-            shared: Arc::new(GroupShared::new(
-                group_id,
-                cfg.clone(),
-                cluster.clone(),
-                events_tx.clone(),
-            )),
-            heartbeat: None,
-            round: None,
-            round_not_before: now,
-            round_failures: 0,
-            protocol: cfg.rebalance_protocol(),
-            topics_snapshot: BTreeMap::new(),
+        let group = cfg.group_id.clone().map(|group_id| {
+            ConsumerCoordinator::new(group_id, cfg.clone(), cluster.clone(), events_tx.clone())
         });
         Ok(Consumer {
-            auto_commit_at: now + cfg.auto_commit_interval,
             cfg,
             cluster,
             subs: SubscriptionState::default(),
@@ -267,7 +224,6 @@ impl Consumer {
             events_tx,
             events_rx,
             group,
-            listener: None,
             meta: MetaView {
                 snapshot: Metadata::default(),
                 refreshed_at: None,
@@ -276,11 +232,8 @@ impl Consumer {
                 not_before: now,
             },
             positions_in_flight: false,
-            auto_commit_in_flight: false,
             deferred_rounds: VecDeque::new(),
             in_position: false,
-            last_committed: HashMap::new(),
-            pending_errors: VecDeque::new(),
         })
     }
 
@@ -309,7 +262,7 @@ impl Consumer {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let Some(g) = &self.group else {
+        let Some(g) = self.group.as_mut() else {
             return Err(ClientError::Config(
                 "subscribe() needs a group.id (or use assign() for partitions of your choice)"
                     .into(),
@@ -330,14 +283,9 @@ impl Consumer {
             return Err(ClientError::Config(format!("invalid topic name '{bad}'")));
         }
         let changed = self.subs.mode != Mode::Subscribed(topics.clone());
-        self.subs.mode = Mode::Subscribed(topics.clone());
-        self.listener = listener;
+        g.subscribe(&topics, changed, listener);
+        self.subs.mode = Mode::Subscribed(topics);
         if changed {
-            let joined = g.shared.lock().phase != Phase::Unjoined;
-            if joined {
-                g.shared
-                    .request_rejoin(format!("the subscription changed to {topics:?}"));
-            }
             self.meta.wanted = true;
         }
         Ok(())
@@ -364,29 +312,14 @@ impl Consumer {
         {
             return Err(ClientError::Config(format!("invalid partition '{bad}'")));
         }
-        // As Kafka: with auto-commit, the positions of partitions given up are committed.
-        if self.cfg.enable_auto_commit {
+        if let Some(g) = &self.group {
             let gone: Vec<TopicPartition> = self
                 .subs
                 .assignment()
                 .into_iter()
                 .filter(|tp| !new.contains(tp))
                 .collect();
-            let offsets = self.changed_positions(Some(&gone));
-            if let (Some(g), false, Ok(rt)) = (
-                &self.group,
-                offsets.is_empty(),
-                tokio::runtime::Handle::try_current(),
-            ) {
-                let shared = g.shared.clone();
-                rt.spawn(async move {
-                    let who = CommitIdentity::standalone();
-                    let once = group::CommitRetry::Once;
-                    if let Err(e) = group::commit_offsets(&shared, &who, &offsets, once).await {
-                        warn!(group = %shared.group_id, "committing unassigned partitions failed: {e}");
-                    }
-                });
-            }
+            g.commit_given_up(&self.subs, &gone);
         }
         if new.is_empty() {
             self.subs.clear();
@@ -427,13 +360,13 @@ impl Consumer {
         let deadline = deadline_after(timeout);
         loop {
             if let Some(g) = &self.group {
-                g.shared.note_poll();
+                g.note_poll();
             }
             while let Some(outcome) = self.deferred_rounds.pop_front() {
                 self.on_round(outcome).await?;
             }
             self.drain_events().await?;
-            if let Some(e) = self.pending_errors.pop_front() {
+            if let Some(e) = self.group.as_mut().and_then(|g| g.take_error()) {
                 return Err(e);
             }
             self.maintain().await?;
@@ -479,14 +412,8 @@ impl Consumer {
             }
             Event::Rebalance(outcome) => self.on_round(outcome).await?,
             Event::Committed { offsets, result } => {
-                self.auto_commit_in_flight = false;
-                match result {
-                    Ok(()) => {
-                        for (tp, o) in offsets {
-                            self.last_committed.insert(tp, o.offset);
-                        }
-                    }
-                    Err(e) => warn!("auto-commit of offsets failed: {e}"),
+                if let Some(g) = &mut self.group {
+                    g.on_auto_commit(offsets, result);
                 }
             }
             Event::Wake => {}
@@ -497,10 +424,12 @@ impl Consumer {
     /// Everything `poll` does besides handing out records.
     async fn maintain(&mut self) -> Result<()> {
         self.maybe_refresh_metadata(Instant::now());
-        if matches!(self.subs.mode, Mode::Subscribed(_)) {
-            self.maintain_group(Instant::now()).await?;
+        if let Some(g) = &mut self.group {
+            if matches!(self.subs.mode, Mode::Subscribed(_)) {
+                g.maintain(&mut self.subs, Instant::now()).await?;
+            }
+            g.maybe_auto_commit(&self.subs, Instant::now());
         }
-        self.maybe_auto_commit(Instant::now());
         self.maybe_resolve_positions(Instant::now());
         Ok(())
     }
@@ -509,18 +438,13 @@ impl Consumer {
     /// now has just been done, or waits for an event).
     fn next_wake(&self, now: Instant, deadline: Instant) -> Instant {
         let mut candidates: Vec<Instant> = vec![deadline];
-        if self.cfg.enable_auto_commit && self.group.is_some() && self.subs.mode != Mode::None {
-            candidates.push(self.auto_commit_at);
+        if let Some(g) = &self.group {
+            candidates.extend(g.next_due(&self.subs.mode));
         }
         if !self.meta.in_flight {
             candidates.push(self.meta.not_before);
             if let Some(t) = self.meta.refreshed_at {
                 candidates.push(t + self.cfg.metadata_max_age);
-            }
-        }
-        if let Some(g) = &self.group {
-            if g.round.is_none() {
-                candidates.push(g.round_not_before);
             }
         }
         for ps in self.subs.assigned.values() {
@@ -722,7 +646,7 @@ impl Consumer {
         self.positions_in_flight = true;
         let cluster = self.cluster.clone();
         let cfg = self.cfg.clone();
-        let shared = self.group.as_ref().map(|g| g.shared.clone());
+        let shared = self.group.as_ref().map(|g| g.shared().clone());
         let events = self.events_tx.clone();
         tokio::spawn(async move {
             let results = resolve_positions(cluster, cfg, shared, jobs).await;
@@ -775,7 +699,7 @@ impl Consumer {
         let mut topics = self.subs.subscribed_topics();
         topics.extend(self.subs.assigned.keys().map(|tp| tp.topic.to_string()));
         if let Some(g) = &self.group {
-            topics.extend(g.topics_snapshot.keys().cloned());
+            topics.extend(g.group_topics().cloned());
         }
         topics
     }
@@ -832,7 +756,9 @@ impl Consumer {
                     } else {
                         self.cfg.cluster.retry_backoff
                     };
-                self.check_partition_counts();
+                if let Some(g) = &mut self.group {
+                    g.check_partition_counts(&self.meta.snapshot);
+                }
             }
             Err(e) => {
                 debug!("metadata refresh failed: {e}");
@@ -841,310 +767,33 @@ impl Consumer {
         }
     }
 
-    /// The leader rejoins when a topic of the group gains partitions (or appears).
-    fn check_partition_counts(&mut self) {
-        let Some(g) = &mut self.group else { return };
-        if g.topics_snapshot.is_empty() || g.shared.lock().phase != Phase::Stable {
-            return;
-        }
-        let snapshot = &self.meta.snapshot;
-        for (topic, &before) in &g.topics_snapshot {
-            let now = match snapshot.topics.get(topic) {
-                Some(t) => t.partitions.len() as i32,
-                // Known not to exist (as opposed to a transient error).
-                None if snapshot.topic_errors.get(topic) == Some(&3) => 0,
-                None => continue,
-            };
-            if now != before {
-                info!(%topic, before, now, "the partitions of a subscribed topic changed: rebalancing");
-                g.shared.request_rejoin(format!(
-                    "topic '{topic}' now has {now} partitions (was {before})"
-                ));
-                g.topics_snapshot.clear();
-                return;
-            }
-        }
-    }
-
     // ---- the group ----
 
-    async fn maintain_group(&mut self, now: Instant) -> Result<()> {
-        let Some(g) = &mut self.group else {
-            return Ok(());
-        };
-        let (phase, rejoin, fatal) = {
-            let s = g.shared.lock();
-            (s.phase, s.rejoin.clone(), s.fatal.clone())
-        };
-        if let Some(e) = fatal {
-            return Err(e);
-        }
-        if g.heartbeat.as_ref().is_none_or(|h| h.is_finished()) {
-            g.heartbeat = Some(tokio::spawn(group::heartbeat_loop(g.shared.clone())));
-        }
-        if g.round.is_some() || now < g.round_not_before {
-            return Ok(());
-        }
-        if phase == Phase::Stable && rejoin.is_none() {
-            return Ok(());
-        }
-        let reason = rejoin.unwrap_or_else(|| "joining the group".to_string());
-        self.on_join_prepare().await;
-        let Some(g) = &mut self.group else {
-            return Ok(());
-        };
-        let params = RoundParams {
-            topics: self.subs.subscribed_topics(),
-            owned: self.subs.assignment().into_iter().collect(),
-            reason,
-        };
-        {
-            let mut s = g.shared.lock();
-            s.phase = Phase::PreparingRebalance;
-            s.rejoin = None;
-        }
-        let shared = g.shared.clone();
-        g.round = Some(tokio::spawn(async move {
-            let outcome = group::run_round(shared.clone(), params).await;
-            let _ = shared.events.send(Event::Rebalance(outcome));
-        }));
-        Ok(())
-    }
-
-    /// Before a JoinGroup (Kafka's `onJoinPrepare`): commit (auto-commit), then give up
-    /// partitions: all of them if the generation was lost (as lost) or with the eager
-    /// protocol; with the cooperative protocol only those of topics no longer subscribed.
-    async fn on_join_prepare(&mut self) {
-        let Some(g) = &self.group else { return };
-        let protocol = g.protocol;
-        let (generation, member_id) = g.shared.identity();
-        let valid = generation >= 0 && !member_id.is_empty();
-        if valid && self.cfg.enable_auto_commit {
-            if let Err(e) = self.commit_positions(None).await {
-                warn!("committing offsets before the rebalance failed: {e}");
-            }
-        }
-        let owned: Vec<TopicPartition> = self.subs.assignment().into_iter().collect();
-        if owned.is_empty() {
-            return;
-        }
-        if !valid {
-            info!(
-                owned = %list(&owned),
-                "the generation was lost: giving up every partition as lost"
-            );
-            self.invoke(Callback::Lost, &owned).await;
-            self.subs.remove(&owned);
-            return;
-        }
-        let revoked: Vec<TopicPartition> = match protocol {
-            RebalanceProtocol::Eager => owned,
-            RebalanceProtocol::Cooperative => {
-                let topics = self.subs.subscribed_topics();
-                owned
-                    .into_iter()
-                    .filter(|tp| !topics.contains(&*tp.topic))
-                    .collect()
-            }
-        };
-        if !revoked.is_empty() {
-            info!(revoked = %list(&revoked), "revoking partitions before rejoining");
-            self.invoke(Callback::Revoked, &revoked).await;
-            self.subs.remove(&revoked);
-        }
-    }
-
+    /// A join round ended: the coordinator takes the assignment; the metadata of topics
+    /// new to this consumer is fetched.
     async fn on_round(&mut self, outcome: RoundOutcome) -> Result<()> {
         let Some(g) = &mut self.group else {
             return Ok(());
         };
-        g.round = None;
-        if !matches!(self.subs.mode, Mode::Subscribed(_)) {
-            return Ok(());
-        }
-        let (error, backoff, fatal) = match outcome {
-            RoundOutcome::Joined(j) => return self.on_join_complete(j).await,
-            RoundOutcome::Retry { error, backoff } => (error, backoff, false),
-            RoundOutcome::Fatal(error) => (error, true, true),
-        };
-        {
-            let mut s = g.shared.lock();
-            if s.phase != Phase::Stable {
-                s.phase = Phase::Unjoined;
-            }
-            if s.rejoin.is_none() {
-                s.rejoin = Some(format!("retrying after: {error}"));
-            }
-        }
-        if backoff {
-            // retry.backoff.ms, doubling with each failed round up to retry.backoff.max.ms.
-            g.round_failures = g.round_failures.saturating_add(1);
-            let factor = 1u32 << g.round_failures.min(10).saturating_sub(1);
-            let wait = (self.cfg.cluster.retry_backoff * factor).min(self.cfg.retry_backoff_max);
-            g.round_not_before = Instant::now() + wait;
-        }
-        if fatal {
-            warn!(group = %g.shared.group_id, "joining the group failed: {error}");
-            return Err(error);
-        }
-        debug!(group = %g.shared.group_id, "rebalance round ended early: {error}");
-        Ok(())
-    }
-
-    /// After SyncGroup (Kafka's `onJoinComplete`): take the new assignment. Cooperative
-    /// members revoke what moved away (committing it first) and rejoin so that it can be
-    /// handed over.
-    async fn on_join_complete(&mut self, j: Joined) -> Result<()> {
-        let Some(g) = &mut self.group else {
-            return Ok(());
-        };
-        {
-            let s = g.shared.lock();
-            if s.generation != j.generation
-                || s.member_id != j.member_id
-                || s.phase != Phase::Stable
-            {
-                debug!(
-                    "dropping the assignment of generation {}: superseded",
-                    j.generation
-                );
-                return Ok(());
-            }
-        }
-        let protocol = g.protocol;
-        let shared = g.shared.clone();
-        g.round_failures = 0;
-        g.topics_snapshot = j.group_topics;
-        let topics = self.subs.subscribed_topics();
-        let (assigned, foreign): (BTreeSet<TopicPartition>, BTreeSet<TopicPartition>) = j
-            .assignment
-            .into_iter()
-            .partition(|tp| topics.contains(&*tp.topic));
-        if !foreign.is_empty() {
-            warn!(
-                foreign = %list(&foreign),
-                "the assignment names topics this consumer did not subscribe to; rejoining"
-            );
-            shared.request_rejoin("the assignment did not match the subscription");
-        }
-        let owned = self.subs.assignment();
-        let revoked: Vec<TopicPartition> = owned.difference(&assigned).cloned().collect();
-        let added: Vec<TopicPartition> = assigned.difference(&owned).cloned().collect();
-        info!(group = %shared.group_id, generation = j.generation, protocol = %j.protocol,
-            assigned = %list(&assigned), added = %list(&added), revoked = %list(&revoked),
-            "assignment received");
-        if !revoked.is_empty() {
-            if self.cfg.enable_auto_commit {
-                if let Err(e) = self.commit_positions(Some(&revoked)).await {
-                    warn!("committing revoked partitions failed: {e}");
-                }
-            }
-            self.invoke(Callback::Revoked, &revoked).await;
-            self.subs.remove(&revoked);
-            if protocol == RebalanceProtocol::Cooperative {
-                shared.request_rejoin("partitions were revoked and must be reassigned");
-            }
-        }
-        self.subs.add(added.iter().cloned());
-        self.invoke(Callback::Assigned, &added).await;
+        let added = g.on_round(&mut self.subs, outcome).await?;
         self.meta.wanted |= added
             .iter()
             .any(|tp| !self.meta.snapshot.topics.contains_key(&*tp.topic));
         Ok(())
     }
 
-    /// Runs a listener callback; commits it asked for are made right after.
-    async fn invoke(&mut self, kind: Callback, partitions: &[TopicPartition]) {
-        let Some(mut listener) = self.listener.take() else {
-            return;
-        };
-        let commits = {
-            let mut ctx = RebalanceContext::new(&mut self.subs);
-            match kind {
-                Callback::Revoked => listener.on_partitions_revoked(&mut ctx, partitions),
-                Callback::Assigned => listener.on_partitions_assigned(&mut ctx, partitions),
-                Callback::Lost => listener.on_partitions_lost(&mut ctx, partitions),
-            }
-            ctx.into_commits()
-        };
-        self.listener = Some(listener);
-        if commits.is_empty() {
-            return;
-        }
-        let result = if kind == Callback::Lost {
-            Err(ClientError::kafka(
-                group::codes::UNKNOWN_MEMBER_ID,
-                Some(
-                    "cannot commit offsets of lost partitions: this consumer left the generation"
-                        .into(),
-                ),
-            ))
-        } else {
-            self.commit_with(commits, false).await
-        };
-        if let Err(e) = result {
-            self.pending_errors.push_back(e);
-        }
-    }
-
-    /// Leaves the group (or, with manual assignment, just commits): commit (auto-commit),
-    /// revoke (or lose) the partitions, LeaveGroup. The first error is returned; the rest
-    /// goes ahead regardless.
+    /// Leaves the group (or, with manual assignment, just commits), as `close` and
+    /// `unsubscribe` do.
     async fn leave(&mut self, reason: &str) -> Result<()> {
-        let mut first_error = None;
-        let auto_commit = self.cfg.enable_auto_commit;
-        match self.subs.mode.clone() {
-            Mode::Subscribed(_) => {
-                let Some(g) = &mut self.group else {
-                    return Ok(());
-                };
-                if let Some(round) = g.round.take() {
-                    round.abort();
-                }
-                if let Some(h) = g.heartbeat.take() {
-                    h.abort();
-                }
-                let shared = g.shared.clone();
-                let (generation, member_id, phase) = {
-                    let s = shared.lock();
-                    (s.generation, s.member_id.clone(), s.phase)
-                };
-                let valid = generation >= 0 && !member_id.is_empty();
-                if valid && auto_commit {
-                    if let Err(e) = self.commit_positions(None).await {
-                        warn!("committing offsets on leaving the group failed: {e}");
-                        first_error = Some(e);
-                    }
-                }
-                let owned: Vec<TopicPartition> = self.subs.assignment().into_iter().collect();
-                if !owned.is_empty() {
-                    let kind = if valid && phase != Phase::Unjoined {
-                        Callback::Revoked
-                    } else {
-                        Callback::Lost
-                    };
-                    self.invoke(kind, &owned).await;
-                    self.subs.remove(&owned);
-                }
-                group::leave_group(&shared, reason).await;
-                if let Some(g) = &mut self.group {
-                    g.topics_snapshot.clear();
-                }
+        match &mut self.group {
+            Some(g) => g.leave(&mut self.subs, reason).await,
+            // Offsets live in a group: auto-commit (which from_properties refuses without a
+            // group.id) has nowhere to go.
+            None if self.cfg.enable_auto_commit && self.subs.mode == Mode::Manual => {
+                Err(no_group())
             }
-            Mode::Manual => {
-                if auto_commit {
-                    if let Err(e) = self.commit_positions(None).await {
-                        warn!("committing offsets failed: {e}");
-                        first_error = Some(e);
-                    }
-                }
-            }
-            Mode::None => {}
+            None => Ok(()),
         }
-        if let Some(e) = self.pending_errors.pop_front() {
-            first_error.get_or_insert(e);
-        }
-        first_error.map_or(Ok(()), Err)
     }
 
     // ---- positions and seeking ----
@@ -1401,7 +1050,8 @@ impl Consumer {
         offsets: Option<HashMap<TopicPartition, OffsetAndMetadata>>,
     ) -> Result<()> {
         let offsets = offsets.unwrap_or_else(|| self.subs.consumed());
-        self.commit_with(offsets, true).await
+        let g = self.group.as_mut().ok_or_else(no_group)?;
+        g.commit(&self.subs, offsets, true).await
     }
 
     /// As `commit_sync`, in the background and with one attempt (a retriable error is
@@ -1422,15 +1072,11 @@ impl Consumer {
         if offsets.is_empty() {
             return ready(Ok(()));
         }
-        let who = match self.commit_identity(true) {
-            Ok(w) => w,
-            Err(e) => return ready(Err(e)),
-        };
-        let shared = g.shared.clone();
-        CommitFuture {
-            inner: CommitInner::Task(tokio::spawn(async move {
-                group::commit_offsets(&shared, &who, &offsets, group::CommitRetry::Once).await
-            })),
+        match g.commit_in_background(&self.subs, offsets) {
+            Ok(task) => CommitFuture {
+                inner: CommitInner::Task(task),
+            },
+            Err(e) => ready(Err(e)),
         }
     }
 
@@ -1443,101 +1089,12 @@ impl Consumer {
         if tps.is_empty() {
             return Ok(HashMap::new());
         }
-        group::fetch_committed(&g.shared, tps, self.cfg.default_api_timeout).await
-    }
-
-    /// Who commits: a subscribed consumer as a member of its generation (`strict`: only when
-    /// stable, as Kafka requires of application commits); otherwise outside group management.
-    fn commit_identity(&self, strict: bool) -> Result<CommitIdentity> {
-        let g = self.group.as_ref().ok_or_else(no_group)?;
-        if !matches!(self.subs.mode, Mode::Subscribed(_)) {
-            return Ok(CommitIdentity::standalone());
-        }
-        if strict {
-            return group::member_commit_identity(&g.shared);
-        }
-        let (generation, member_id) = g.shared.identity();
-        if generation < 0 || member_id.is_empty() {
-            return group::member_commit_identity(&g.shared);
-        }
-        Ok(CommitIdentity {
-            generation,
-            member_id,
-            group_instance_id: self.cfg.group_instance_id.clone(),
-        })
-    }
-
-    async fn commit_with(
-        &mut self,
-        offsets: HashMap<TopicPartition, OffsetAndMetadata>,
-        strict: bool,
-    ) -> Result<()> {
-        let g = self.group.as_ref().ok_or_else(no_group)?;
-        if offsets.is_empty() {
-            return Ok(());
-        }
-        let who = self.commit_identity(strict)?;
-        let retry = group::CommitRetry::Until(self.cfg.default_api_timeout);
-        group::commit_offsets(&g.shared, &who, &offsets, retry).await?;
-        for (tp, o) in offsets {
-            self.last_committed.insert(tp, o.offset);
-        }
-        Ok(())
-    }
-
-    /// Consumed positions that differ from what this consumer last committed.
-    fn changed_positions(
-        &self,
-        only: Option<&[TopicPartition]>,
-    ) -> HashMap<TopicPartition, OffsetAndMetadata> {
-        self.subs
-            .consumed()
-            .into_iter()
-            .filter(|(tp, _)| only.is_none_or(|only| only.contains(tp)))
-            .filter(|(tp, o)| self.last_committed.get(tp) != Some(&o.offset))
-            .collect()
-    }
-
-    /// Commits changed consumed positions (of `only`, or all) as part of a rebalance or a
-    /// close.
-    async fn commit_positions(&mut self, only: Option<&[TopicPartition]>) -> Result<()> {
-        let offsets = self.changed_positions(only);
-        self.commit_with(offsets, false).await
-    }
-
-    fn maybe_auto_commit(&mut self, now: Instant) {
-        if !self.cfg.enable_auto_commit || self.auto_commit_in_flight || now < self.auto_commit_at {
-            return;
-        }
-        self.auto_commit_at = now + self.cfg.auto_commit_interval;
-        let Some(g) = &self.group else { return };
-        let who = match &self.subs.mode {
-            // While rebalancing, the commit before the rejoin covers it.
-            Mode::Subscribed(_) => match group::member_commit_identity(&g.shared) {
-                Ok(w) => w,
-                Err(_) => return,
-            },
-            Mode::Manual => CommitIdentity::standalone(),
-            Mode::None => return,
-        };
-        let offsets = self.changed_positions(None);
-        if offsets.is_empty() {
-            return;
-        }
-        self.auto_commit_in_flight = true;
-        let shared = g.shared.clone();
-        tokio::spawn(async move {
-            let once = group::CommitRetry::Once;
-            let result = group::commit_offsets(&shared, &who, &offsets, once).await;
-            let _ = shared.events.send(Event::Committed { offsets, result });
-        });
+        g.committed(tps).await
     }
 
     /// This consumer's member id and generation in its group, once joined.
     pub fn group_member(&self) -> Option<(String, i32)> {
-        let g = self.group.as_ref()?;
-        let (generation, member_id) = g.shared.identity();
-        (!member_id.is_empty()).then_some((member_id, generation))
+        self.group.as_ref()?.member()
     }
 
     // ---- closing ----
@@ -1561,24 +1118,11 @@ impl Consumer {
 }
 
 impl Drop for Consumer {
+    /// Dropped without close(): the group's tasks stop, and the member leaves the group in
+    /// the background so the others need not wait for the session to time out.
     fn drop(&mut self) {
-        let Some(g) = &mut self.group else { return };
-        if let Some(h) = g.heartbeat.take() {
-            h.abort();
-        }
-        if let Some(r) = g.round.take() {
-            r.abort();
-        }
-        // Dropped without close(): leave the group in the background so the others need not
-        // wait for the session to time out.
-        let member = g.shared.lock().member_id.clone();
-        if !member.is_empty() && self.cfg.group_instance_id.is_none() {
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                let shared = g.shared.clone();
-                rt.spawn(async move {
-                    group::leave_group(&shared, "the consumer was dropped without close()").await;
-                });
-            }
+        if let Some(g) = &mut self.group {
+            g.abandon();
         }
     }
 }
