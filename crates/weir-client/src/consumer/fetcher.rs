@@ -3,8 +3,9 @@
 //! progresses while the application works on the previous poll's records. A partition is
 //! fetched again as soon as what is buffered for it falls below half of
 //! `max.partition.fetch.bytes`, from the end of the buffer, so a steady stream never waits on
-//! a round trip. Responses are decoded in the task; the consumer applies them (dropping
-//! answers to requests made before a seek or a reassignment).
+//! a round trip. Responses are decoded in the task, and applied here to the subscription
+//! state when the consumer hands them back (dropping answers to requests made before a seek
+//! or a reassignment); the consumer's `poll` hands the records out.
 //!
 //! Fetches are sessionless (session id 0, epoch -1: a full fetch each time, which every
 //! Kafka broker serves).
@@ -17,10 +18,11 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::mpsc::UnboundedSender;
+use tracing::{debug, info, warn};
 
 use super::config::ConsumerConfig;
 use super::decode::{decode, AbortedTxn, DecodeOptions, Decoded};
-use super::subscription::{FetchState, SubscriptionState};
+use super::subscription::{record_bytes, FetchState, ResetTo, SubscriptionState};
 use super::Event;
 use crate::cluster::{Cluster, Metadata};
 use crate::error::{ClientError, Result};
@@ -75,12 +77,39 @@ pub(crate) struct Fetcher {
 }
 
 impl Fetcher {
-    pub fn done(&mut self, node: i32) {
-        self.in_flight.remove(&node);
-    }
-
-    pub fn back_off(&mut self, node: i32, until: Instant) {
-        self.backoff.insert(node, until);
+    /// A fetch ended: its partitions are applied to their state, or, if it failed, the
+    /// broker is backed off. Returns whether fresher metadata may help (a leader moved, a
+    /// broker left).
+    pub fn complete(
+        &mut self,
+        subs: &mut SubscriptionState,
+        done: FetchDone,
+        cfg: &ConsumerConfig,
+    ) -> bool {
+        let now = Instant::now();
+        self.in_flight.remove(&done.node);
+        for tp in &done.planned {
+            if let Some(ps) = subs.assigned.get_mut(tp) {
+                ps.in_flight = false;
+            }
+        }
+        match done.result {
+            Ok(parts) => {
+                let mut wants_metadata = false;
+                for f in parts {
+                    wants_metadata |= apply(subs, f, cfg, now);
+                }
+                wants_metadata
+            }
+            Err(e) => {
+                debug!(node = done.node, "fetch failed: {e}");
+                self.backoff
+                    .insert(done.node, now + cfg.cluster.retry_backoff);
+                // Whatever failed (a broken connection, a broker that has left the
+                // cluster's map), fresher metadata may name the leader to ask instead.
+                true
+            }
+        }
     }
 
     pub fn forget(&mut self) {
@@ -161,6 +190,139 @@ impl Fetcher {
         }
         (plans, leader_unknown)
     }
+}
+
+/// Fetch errors after which fresher metadata (a new leader, a created topic) may help.
+fn retry_after_metadata(code: i16) -> bool {
+    matches!(
+        code,
+        3 | 5 | 6 | 9 | 56 | 74 | 76 | 78 | 100 | 103 // UNKNOWN_TOPIC_OR_PARTITION,
+                                                      // LEADER_NOT_AVAILABLE,
+                                                      // NOT_LEADER_OR_FOLLOWER,
+                                                      // REPLICA_NOT_AVAILABLE,
+                                                      // KAFKA_STORAGE_ERROR,
+                                                      // FENCED_LEADER_EPOCH,
+                                                      // UNKNOWN_LEADER_EPOCH,
+                                                      // OFFSET_NOT_AVAILABLE,
+                                                      // UNKNOWN_TOPIC_ID,
+                                                      // INCONSISTENT_TOPIC_ID
+    )
+}
+
+/// Applies one fetched partition to its state (Kafka's `FetchCollector`): buffers its
+/// records, or acts on its error: resets an out-of-range position by `auto.offset.reset`,
+/// backs off (and wants fresher metadata, returning true), or keeps the error for `poll` to
+/// raise. An answer to a request made before a seek or a reassignment is dropped.
+fn apply(subs: &mut SubscriptionState, f: Fetched, cfg: &ConsumerConfig, now: Instant) -> bool {
+    let backoff = cfg.cluster.retry_backoff;
+    let policy = cfg.auto_offset_reset;
+    let Some(ps) = subs.assigned.get_mut(&f.tp) else {
+        return false;
+    };
+    if ps.epoch != f.epoch
+        || ps.state != FetchState::Fetching
+        || ps.next_fetch_offset != f.fetch_offset
+    {
+        // An answer to a request made before a seek, a reset or an earlier fetch's
+        // data was accepted: not what comes next.
+        return false;
+    }
+    if f.high_watermark >= 0 {
+        ps.high_watermark = f.high_watermark;
+    }
+    if f.last_stable_offset >= 0 {
+        ps.last_stable_offset = f.last_stable_offset;
+    }
+    if f.log_start_offset >= 0 {
+        ps.log_start_offset = f.log_start_offset;
+    }
+    let mut ready = false;
+    let mut reset = None;
+    let mut wants_metadata = false;
+    match f.error_code {
+        0 => {
+            let d = f.decoded;
+            if d.entries == 0 && d.error.is_none() && f.size > 0 {
+                if f.first {
+                    // KIP-74 guarantees the first partition a whole batch: a broker that
+                    // sends none would stall this partition forever.
+                    ps.error = Some(ClientError::Protocol(format!(
+                        "failed to make progress reading {} at offset {}: the broker sent \
+                         {} bytes but no complete batch",
+                        f.tp, f.fetch_offset, f.size
+                    )));
+                    ready = true;
+                }
+                // Otherwise the response was full before this partition's first batch
+                // ended; the next fetch lists it first.
+                ps.starved = !f.first;
+            } else {
+                ps.starved = false;
+                ready = !d.records.is_empty() || d.error.is_some();
+                ps.buffered_bytes += d.records.iter().map(record_bytes).sum::<usize>();
+                ps.buffer.extend(d.records);
+                ps.next_fetch_offset = ps.next_fetch_offset.max(d.next_offset);
+                ps.error = d.error;
+                if ps.buffer.is_empty() && ps.error.is_none() {
+                    // Only control or aborted batches: the position moves past them.
+                    ps.position = ps.position.max(ps.next_fetch_offset);
+                }
+            }
+        }
+        // OFFSET_OUT_OF_RANGE for a fetch ahead of the position: the records buffered
+        // before it are still good and go to the application first. Fetching resumes
+        // after a backoff; once the buffer is drained the fetch is at the position and
+        // the error is acted on below, as Kafka does only then.
+        1 if f.fetch_offset != ps.position => {
+            debug!(partition = %f.tp, offset = f.fetch_offset, position = ps.position,
+                "read-ahead fetch out of range; handing out buffered records first");
+            ps.fetch_after = Some(now + backoff);
+        }
+        1 => match ResetTo::by_policy(policy) {
+            // OFFSET_OUT_OF_RANGE
+            Some(to) => {
+                info!(partition = %f.tp, offset = f.fetch_offset,
+                    "fetch position out of range (log start {}, high watermark {}); resetting to {}",
+                    f.log_start_offset, f.high_watermark, policy.name());
+                reset = Some(to);
+            }
+            None => {
+                ps.error = Some(ClientError::kafka(
+                    1,
+                    Some(format!(
+                        "fetch position {} of {} is out of range (the log holds offsets {} to \
+                         {}) and auto.offset.reset=none: seek() to a valid offset",
+                        f.fetch_offset, f.tp, f.log_start_offset, f.high_watermark
+                    )),
+                ));
+                ready = true;
+            }
+        },
+        code if retry_after_metadata(code) => {
+            debug!(partition = %f.tp, "fetch: {}; refreshing metadata", ClientError::kafka(code, None));
+            ps.fetch_after = Some(now + backoff);
+            wants_metadata = true;
+        }
+        code @ (-1 | 7 | 13) => {
+            // UNKNOWN_SERVER_ERROR, REQUEST_TIMED_OUT, NETWORK_EXCEPTION: try again.
+            warn!(partition = %f.tp, "fetch failed: {}", ClientError::kafka(code, None));
+            ps.fetch_after = Some(now + backoff);
+        }
+        code => {
+            ps.error = Some(ClientError::kafka(
+                code,
+                Some(format!("fetching {} at offset {}", f.tp, f.fetch_offset)),
+            ));
+            ready = true;
+        }
+    }
+    if let Some(to) = reset {
+        let _ = subs.request_reset(&f.tp, to);
+    }
+    if ready {
+        subs.mark_ready(&f.tp);
+    }
+    wants_metadata
 }
 
 /// Runs one fetch and reports it as an `Event::Fetch`.

@@ -4,12 +4,13 @@
 //! flight; positions come from the group's committed offsets or `auto.offset.reset`;
 //! offsets are committed by hand or every `auto.commit.interval.ms`.
 //!
-//! Structure: the [`Consumer`] is the public API and owns what it reads (subscription
-//! state, fetches, positions, metadata); what concerns its group (joining, rebalancing with
-//! the listener's callbacks, commits) is its coordinator's (`coordinator`), to which it lends
-//! the subscription state. Background tasks (one fetch per broker, position lookups, metadata refreshes, rebalance
-//! rounds, heartbeats, auto-commits) do the I/O and report through one channel that `poll`
-//! drains. No task touches the consumer's state, so nothing is locked on the record path.
+//! Structure: the [`Consumer`] is the public API and owns the state; the work behind the
+//! API lives beside it, and is lent the subscription state to do it: the group's side
+//! (`coordinator`: joining, rebalancing with the listener's callbacks, commits), fetching
+//! (`fetcher`), and where each partition starts (`positions`). Background tasks (one fetch
+//! per broker, position lookups, metadata refreshes, rebalance rounds, heartbeats,
+//! auto-commits) do the I/O and report through one channel that `poll` drains. No task
+//! touches the consumer's state, so nothing is locked on the record path.
 //!
 //! - [`config`]: `ConsumerConfig` (Kafka's keys and defaults).
 //! - [`record`]: `ConsumerRecord`, `TopicPartition`, `OffsetAndMetadata`.
@@ -25,6 +26,7 @@ mod fetcher;
 mod group;
 pub mod listener;
 mod offsets;
+mod positions;
 pub mod record;
 mod sticky;
 mod subscription;
@@ -38,14 +40,15 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
-use tracing::{debug, info, warn};
+use tracing::debug;
 
 use crate::cluster::{Cluster, Metadata};
 use crate::error::{ClientError, Result};
 use coordinator::ConsumerCoordinator;
-use fetcher::{FetchDone, Fetched, Fetcher};
-use group::{GroupShared, RoundOutcome};
-use subscription::{record_bytes, FetchState, Mode, ResetTo, SubscriptionState};
+use fetcher::{FetchDone, Fetcher};
+use group::RoundOutcome;
+use positions::{PositionLookups, PositionResult};
+use subscription::{FetchState, Mode, ResetTo, SubscriptionState};
 
 pub use assignor::{
     CooperativeStickyAssignor, MemberSubscription, PartitionAssignor, RangeAssignor,
@@ -80,32 +83,6 @@ pub(crate) enum Event {
     Wake,
 }
 
-/// One partition's position lookup.
-#[derive(Debug)]
-pub(crate) struct PositionResult {
-    tp: TopicPartition,
-    epoch: u64,
-    outcome: PositionOutcome,
-}
-
-#[derive(Debug)]
-enum PositionOutcome {
-    Found {
-        offset: i64,
-        leader_epoch: Option<i32>,
-    },
-    /// Ask again after the backoff.
-    Retry(ClientError),
-    /// Raise to the application (e.g. no committed offset and auto.offset.reset=none).
-    Failed(ClientError),
-}
-
-struct PositionJob {
-    tp: TopicPartition,
-    epoch: u64,
-    state: FetchState,
-}
-
 struct MetaView {
     snapshot: Metadata,
     refreshed_at: Option<Instant>,
@@ -126,7 +103,7 @@ pub struct Consumer {
     /// The group's side of things, with a `group.id`.
     group: Option<ConsumerCoordinator>,
     meta: MetaView,
-    positions_in_flight: bool,
+    positions: PositionLookups,
     /// Rebalance outcomes that arrived while `position()` waited: they are applied by the
     /// next `poll`, because applying one commits and revokes partitions, and only `poll`
     /// may do that (the application may not have processed what poll returned yet).
@@ -173,38 +150,6 @@ fn no_group() -> ClientError {
     ClientError::Config("committed offsets live in a group: set group.id".into())
 }
 
-fn reset_to(policy: AutoOffsetReset) -> Option<ResetTo> {
-    match policy {
-        AutoOffsetReset::Earliest => Some(ResetTo::Earliest),
-        AutoOffsetReset::Latest => Some(ResetTo::Latest),
-        AutoOffsetReset::None => None,
-    }
-}
-
-fn no_offset_error(tp: &TopicPartition) -> ClientError {
-    ClientError::Config(format!(
-        "no committed offset for {tp} and auto.offset.reset=none: seek() to an offset, or set \
-         auto.offset.reset to earliest or latest"
-    ))
-}
-
-/// Fetch errors after which fresher metadata (a new leader, a created topic) may help.
-fn retry_after_metadata(code: i16) -> bool {
-    matches!(
-        code,
-        3 | 5 | 6 | 9 | 56 | 74 | 76 | 78 | 100 | 103 // UNKNOWN_TOPIC_OR_PARTITION,
-                                                      // LEADER_NOT_AVAILABLE,
-                                                      // NOT_LEADER_OR_FOLLOWER,
-                                                      // REPLICA_NOT_AVAILABLE,
-                                                      // KAFKA_STORAGE_ERROR,
-                                                      // FENCED_LEADER_EPOCH,
-                                                      // UNKNOWN_LEADER_EPOCH,
-                                                      // OFFSET_NOT_AVAILABLE,
-                                                      // UNKNOWN_TOPIC_ID,
-                                                      // INCONSISTENT_TOPIC_ID
-    )
-}
-
 impl Consumer {
     /// A consumer with these settings. Connects lazily: nothing happens on the network until
     /// the first call that needs it.
@@ -231,7 +176,7 @@ impl Consumer {
                 in_flight: false,
                 not_before: now,
             },
-            positions_in_flight: false,
+            positions: PositionLookups::default(),
             deferred_rounds: VecDeque::new(),
             in_position: false,
         })
@@ -483,213 +428,30 @@ impl Consumer {
     }
 
     fn on_fetch(&mut self, done: FetchDone) {
-        let now = Instant::now();
-        self.fetcher.done(done.node);
-        for tp in &done.planned {
-            if let Some(ps) = self.subs.assigned.get_mut(tp) {
-                ps.in_flight = false;
-            }
-        }
-        match done.result {
-            Ok(parts) => {
-                for f in parts {
-                    self.apply_fetched(f, now);
-                }
-            }
-            Err(e) => {
-                debug!(node = done.node, "fetch failed: {e}");
-                self.fetcher
-                    .back_off(done.node, now + self.cfg.cluster.retry_backoff);
-                // Whatever failed (a broken connection, a broker that has left the
-                // cluster's map), fresher metadata may name the leader to ask instead.
-                self.meta.wanted = true;
-            }
-        }
-    }
-
-    fn apply_fetched(&mut self, f: Fetched, now: Instant) {
-        let backoff = self.cfg.cluster.retry_backoff;
-        let policy = self.cfg.auto_offset_reset;
-        let Some(ps) = self.subs.assigned.get_mut(&f.tp) else {
-            return;
-        };
-        if ps.epoch != f.epoch
-            || ps.state != FetchState::Fetching
-            || ps.next_fetch_offset != f.fetch_offset
-        {
-            // An answer to a request made before a seek, a reset or an earlier fetch's
-            // data was accepted: not what comes next.
-            return;
-        }
-        if f.high_watermark >= 0 {
-            ps.high_watermark = f.high_watermark;
-        }
-        if f.last_stable_offset >= 0 {
-            ps.last_stable_offset = f.last_stable_offset;
-        }
-        if f.log_start_offset >= 0 {
-            ps.log_start_offset = f.log_start_offset;
-        }
-        let mut ready = false;
-        let mut reset = None;
-        match f.error_code {
-            0 => {
-                let d = f.decoded;
-                if d.entries == 0 && d.error.is_none() && f.size > 0 {
-                    if f.first {
-                        // KIP-74 guarantees the first partition a whole batch: a broker that
-                        // sends none would stall this partition forever.
-                        ps.error = Some(ClientError::Protocol(format!(
-                            "failed to make progress reading {} at offset {}: the broker sent \
-                             {} bytes but no complete batch",
-                            f.tp, f.fetch_offset, f.size
-                        )));
-                        ready = true;
-                    }
-                    // Otherwise the response was full before this partition's first batch
-                    // ended; the next fetch lists it first.
-                    ps.starved = !f.first;
-                } else {
-                    ps.starved = false;
-                    ready = !d.records.is_empty() || d.error.is_some();
-                    ps.buffered_bytes += d.records.iter().map(record_bytes).sum::<usize>();
-                    ps.buffer.extend(d.records);
-                    ps.next_fetch_offset = ps.next_fetch_offset.max(d.next_offset);
-                    ps.error = d.error;
-                    if ps.buffer.is_empty() && ps.error.is_none() {
-                        // Only control or aborted batches: the position moves past them.
-                        ps.position = ps.position.max(ps.next_fetch_offset);
-                    }
-                }
-            }
-            // OFFSET_OUT_OF_RANGE for a fetch ahead of the position: the records buffered
-            // before it are still good and go to the application first. Fetching resumes
-            // after a backoff; once the buffer is drained the fetch is at the position and
-            // the error is acted on below, as Kafka does only then.
-            1 if f.fetch_offset != ps.position => {
-                debug!(partition = %f.tp, offset = f.fetch_offset, position = ps.position,
-                    "read-ahead fetch out of range; handing out buffered records first");
-                ps.fetch_after = Some(now + backoff);
-            }
-            1 => match reset_to(policy) {
-                // OFFSET_OUT_OF_RANGE
-                Some(to) => {
-                    info!(partition = %f.tp, offset = f.fetch_offset,
-                        "fetch position out of range (log start {}, high watermark {}); resetting to {}",
-                        f.log_start_offset, f.high_watermark, policy.name());
-                    reset = Some(to);
-                }
-                None => {
-                    ps.error = Some(ClientError::kafka(
-                        1,
-                        Some(format!(
-                            "fetch position {} of {} is out of range (the log holds offsets {} to \
-                             {}) and auto.offset.reset=none: seek() to a valid offset",
-                            f.fetch_offset, f.tp, f.log_start_offset, f.high_watermark
-                        )),
-                    ));
-                    ready = true;
-                }
-            },
-            code if retry_after_metadata(code) => {
-                debug!(partition = %f.tp, "fetch: {}; refreshing metadata", ClientError::kafka(code, None));
-                ps.fetch_after = Some(now + backoff);
-                self.meta.wanted = true;
-            }
-            code @ (-1 | 7 | 13) => {
-                // UNKNOWN_SERVER_ERROR, REQUEST_TIMED_OUT, NETWORK_EXCEPTION: try again.
-                warn!(partition = %f.tp, "fetch failed: {}", ClientError::kafka(code, None));
-                ps.fetch_after = Some(now + backoff);
-            }
-            code => {
-                ps.error = Some(ClientError::kafka(
-                    code,
-                    Some(format!("fetching {} at offset {}", f.tp, f.fetch_offset)),
-                ));
-                ready = true;
-            }
-        }
-        if let Some(to) = reset {
-            let _ = self.subs.request_reset(&f.tp, to);
-        }
-        if ready {
-            self.subs.mark_ready(&f.tp);
+        if self.fetcher.complete(&mut self.subs, done, &self.cfg) {
+            self.meta.wanted = true;
         }
     }
 
     // ---- positions ----
 
     fn maybe_resolve_positions(&mut self, now: Instant) {
-        if self.positions_in_flight {
-            return;
+        if let Some(jobs) = self.positions.due(&mut self.subs, now) {
+            let shared = self.group.as_ref().map(|g| g.shared().clone());
+            positions::spawn_lookup(
+                self.cluster.clone(),
+                self.cfg.clone(),
+                shared,
+                jobs,
+                self.events_tx.clone(),
+            );
         }
-        let mut jobs = Vec::new();
-        for (tp, ps) in self.subs.assigned.iter_mut() {
-            if ps.state == FetchState::Fetching
-                || ps.resolving
-                || ps.error.is_some()
-                || ps.retry_at.is_some_and(|t| t > now)
-            {
-                continue;
-            }
-            ps.resolving = true;
-            ps.retry_at = None;
-            jobs.push(PositionJob {
-                tp: tp.clone(),
-                epoch: ps.epoch,
-                state: ps.state,
-            });
-        }
-        if jobs.is_empty() {
-            return;
-        }
-        self.positions_in_flight = true;
-        let cluster = self.cluster.clone();
-        let cfg = self.cfg.clone();
-        let shared = self.group.as_ref().map(|g| g.shared().clone());
-        let events = self.events_tx.clone();
-        tokio::spawn(async move {
-            let results = resolve_positions(cluster, cfg, shared, jobs).await;
-            let _ = events.send(Event::Positions(results));
-        });
     }
 
     fn on_positions(&mut self, results: Vec<PositionResult>) {
-        self.positions_in_flight = false;
-        let now = Instant::now();
         let backoff = self.cfg.cluster.retry_backoff;
-        for r in results {
-            let Some(ps) = self.subs.assigned.get_mut(&r.tp) else {
-                continue;
-            };
-            if ps.epoch != r.epoch {
-                continue;
-            }
-            ps.resolving = false;
-            match r.outcome {
-                PositionOutcome::Found {
-                    offset,
-                    leader_epoch,
-                } => {
-                    debug!(partition = %r.tp, offset, "position set");
-                    ps.state = FetchState::Fetching;
-                    ps.position = offset;
-                    ps.position_epoch = leader_epoch;
-                    ps.next_fetch_offset = offset;
-                }
-                PositionOutcome::Retry(e) => {
-                    debug!(partition = %r.tp, "position lookup failed, retrying: {e}");
-                    ps.retry_at = Some(now + backoff);
-                    if e.needs_metadata_refresh() {
-                        self.meta.wanted = true;
-                    }
-                }
-                PositionOutcome::Failed(e) => {
-                    ps.error = Some(e);
-                    ps.retry_at = Some(now + backoff);
-                    self.subs.mark_ready(&r.tp);
-                }
-            }
+        if self.positions.complete(&mut self.subs, results, backoff) {
+            self.meta.wanted = true;
         }
     }
 
@@ -1125,88 +887,4 @@ impl Drop for Consumer {
             g.abandon();
         }
     }
-}
-
-/// Looks up positions: the group's committed offsets for partitions without one, then
-/// ListOffsets for the resets (asked for, or by `auto.offset.reset` where nothing is
-/// committed).
-async fn resolve_positions(
-    cluster: Arc<Cluster>,
-    cfg: Arc<ConsumerConfig>,
-    shared: Option<Arc<GroupShared>>,
-    jobs: Vec<PositionJob>,
-) -> Vec<PositionResult> {
-    let timeout = cfg.default_api_timeout;
-    let policy = reset_to(cfg.auto_offset_reset);
-    let mut results = Vec::new();
-    let mut resets: Vec<(TopicPartition, u64, ResetTo)> = Vec::new();
-    let initializing: Vec<TopicPartition> = jobs
-        .iter()
-        .filter(|j| j.state == FetchState::Initializing)
-        .map(|j| j.tp.clone())
-        .collect();
-    let committed = match (&shared, initializing.is_empty()) {
-        (Some(g), false) => Some(group::fetch_committed(g, &initializing, timeout).await),
-        _ => None,
-    };
-    for job in jobs {
-        let result = |outcome| PositionResult {
-            tp: job.tp.clone(),
-            epoch: job.epoch,
-            outcome,
-        };
-        match job.state {
-            FetchState::Fetching => {}
-            FetchState::AwaitReset(to) => resets.push((job.tp.clone(), job.epoch, to)),
-            FetchState::Initializing => {
-                let found = match &committed {
-                    Some(Ok(map)) => map.get(&job.tp).cloned().flatten(),
-                    Some(Err(e)) if e.is_retriable() => {
-                        results.push(result(PositionOutcome::Retry(e.clone())));
-                        continue;
-                    }
-                    Some(Err(e)) => {
-                        results.push(result(PositionOutcome::Failed(e.clone())));
-                        continue;
-                    }
-                    None => None,
-                };
-                match (found, policy) {
-                    (Some(o), _) => results.push(result(PositionOutcome::Found {
-                        offset: o.offset,
-                        leader_epoch: o.leader_epoch,
-                    })),
-                    (None, Some(to)) => resets.push((job.tp.clone(), job.epoch, to)),
-                    (None, None) => {
-                        results.push(result(PositionOutcome::Failed(no_offset_error(&job.tp))))
-                    }
-                }
-            }
-        }
-    }
-    if resets.is_empty() {
-        return results;
-    }
-    let query: BTreeMap<TopicPartition, i64> = resets
-        .iter()
-        .map(|(tp, _, to)| (tp.clone(), to.timestamp()))
-        .collect();
-    let listed = offsets::list_offsets(&cluster, &cfg, &query, timeout).await;
-    for (tp, epoch, _) in resets {
-        let outcome = match &listed {
-            Ok(found) => match found.get(&tp) {
-                Some(l) if l.offset >= 0 => PositionOutcome::Found {
-                    offset: l.offset,
-                    leader_epoch: l.leader_epoch,
-                },
-                _ => PositionOutcome::Retry(ClientError::Protocol(format!(
-                    "ListOffsets gave no offset for {tp}"
-                ))),
-            },
-            Err(e) if e.is_retriable() => PositionOutcome::Retry(e.clone()),
-            Err(e) => PositionOutcome::Failed(e.clone()),
-        };
-        results.push(PositionResult { tp, epoch, outcome });
-    }
-    results
 }

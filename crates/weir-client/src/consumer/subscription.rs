@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use indexmap::IndexMap;
 
+use super::config::AutoOffsetReset;
 use super::record::{ConsumerRecord, OffsetAndMetadata};
 
 use crate::error::ClientError;
@@ -38,6 +39,16 @@ pub(crate) enum ResetTo {
 }
 
 impl ResetTo {
+    /// Where `auto.offset.reset` sends a partition without a valid position (`None`: nowhere,
+    /// the application must seek).
+    pub(crate) fn by_policy(policy: AutoOffsetReset) -> Option<ResetTo> {
+        match policy {
+            AutoOffsetReset::Earliest => Some(ResetTo::Earliest),
+            AutoOffsetReset::Latest => Some(ResetTo::Latest),
+            AutoOffsetReset::None => None,
+        }
+    }
+
     pub(crate) fn timestamp(self) -> i64 {
         match self {
             ResetTo::Earliest => -2,
