@@ -691,13 +691,7 @@ impl Consumer {
             )));
         }
         let query: BTreeMap<TopicPartition, i64> = times.into_iter().collect();
-        let found = offsets::list_offsets(
-            &self.cluster,
-            &self.cfg,
-            &query,
-            self.cfg.default_api_timeout,
-        )
-        .await?;
+        let found = self.list_offsets(&query).await?;
         Ok(query
             .into_keys()
             .map(|tp| {
@@ -731,6 +725,15 @@ impl Consumer {
         self.special_offsets(tps, ResetTo::Latest).await
     }
 
+    /// ListOffsets within `default.api.timeout.ms`.
+    async fn list_offsets(
+        &self,
+        query: &BTreeMap<TopicPartition, i64>,
+    ) -> Result<BTreeMap<TopicPartition, offsets::ListedOffset>> {
+        let timeout = self.cfg.default_api_timeout;
+        offsets::list_offsets(&self.cluster, &self.cfg, query, timeout).await
+    }
+
     async fn special_offsets(
         &self,
         tps: &[TopicPartition],
@@ -738,13 +741,7 @@ impl Consumer {
     ) -> Result<HashMap<TopicPartition, i64>> {
         let query: BTreeMap<TopicPartition, i64> =
             tps.iter().map(|tp| (tp.clone(), to.timestamp())).collect();
-        let found = offsets::list_offsets(
-            &self.cluster,
-            &self.cfg,
-            &query,
-            self.cfg.default_api_timeout,
-        )
-        .await?;
+        let found = self.list_offsets(&query).await?;
         Ok(found.into_iter().map(|(tp, l)| (tp, l.offset)).collect())
     }
 
