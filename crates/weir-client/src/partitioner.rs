@@ -5,7 +5,7 @@
 //! favouring partitions with shorter queues). `Partitioner` lets users plug in their own.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Kafka's murmur2 (`Utils.murmur2`), bit for bit.
@@ -113,11 +113,28 @@ impl Partitioner for RoundRobinPartitioner {
     }
 }
 
-/// The per-topic state of KIP-794's built-in partitioner.
+/// One topic's sticky choice (KIP-794's per-topic state), kept by the producer with the
+/// topic so that a record finds it without a lookup. Atomics, not a lock: it is read for
+/// every record without a key; concurrent senders to one topic may both count their bytes
+/// or both switch, which only moves the switch by a record, as in Kafka.
 #[derive(Debug)]
-struct StickyState {
-    partition: usize,
-    produced_bytes: usize,
+pub struct StickyPartition {
+    /// The partition records stick to; `NONE` before the first choice.
+    partition: AtomicUsize,
+    produced_bytes: AtomicUsize,
+}
+
+impl StickyPartition {
+    const NONE: usize = usize::MAX;
+}
+
+impl Default for StickyPartition {
+    fn default() -> Self {
+        StickyPartition {
+            partition: AtomicUsize::new(Self::NONE),
+            produced_bytes: AtomicUsize::new(0),
+        }
+    }
 }
 
 /// KIP-794's uniform sticky partitioner for records without a key.
@@ -125,7 +142,6 @@ struct StickyState {
 pub struct BuiltInPartitioner {
     sticky_batch_size: usize,
     adaptive: bool,
-    topics: Mutex<HashMap<String, StickyState, foldhash::fast::RandomState>>,
     rng_seed: AtomicU32,
 }
 
@@ -134,43 +150,29 @@ impl BuiltInPartitioner {
         BuiltInPartitioner {
             sticky_batch_size: batch_size.max(1),
             adaptive,
-            topics: Mutex::new(HashMap::default()),
             rng_seed: AtomicU32::new(fastrand::u32(..)),
         }
     }
 
-    /// The partition to use now for `topic` (of `n` partitions): the sticky one while
+    /// The partition to use now for a topic of `n` partitions: the sticky one while
     /// `available` says it has a leader, else a new choice. `load` gives, per partition,
     /// the batches waiting for it (`None`: no leader); it is asked for only when choosing,
     /// as Kafka's `BuiltInPartitioner` looks at queues only when it switches: this runs
     /// for every record without a key.
     pub fn partition<L: Fn(usize) -> Option<usize>>(
         &self,
-        topic: &str,
+        sticky: &StickyPartition,
         n: usize,
         available: impl Fn(usize) -> bool,
         load: impl FnOnce() -> L,
     ) -> usize {
-        let mut topics = match self.topics.lock() {
-            Ok(t) => t,
-            Err(_) => return 0,
-        };
-        if let Some(s) = topics.get_mut(topic) {
-            if available(s.partition) {
-                return s.partition;
-            }
-            s.partition = self.next_partition(n, &load());
-            s.produced_bytes = 0;
-            return s.partition;
+        let current = sticky.partition.load(Ordering::Relaxed);
+        if current != StickyPartition::NONE && current < n && available(current) {
+            return current;
         }
         let p = self.next_partition(n, &load());
-        topics.insert(
-            topic.to_string(),
-            StickyState {
-                partition: p,
-                produced_bytes: 0,
-            },
-        );
+        sticky.partition.store(p, Ordering::Relaxed);
+        sticky.produced_bytes.store(0, Ordering::Relaxed);
         p
     }
 
@@ -178,28 +180,27 @@ impl BuiltInPartitioner {
     /// `batch_full` (the partition's last batch is full), or after twice that regardless.
     pub fn update<L: Fn(usize) -> Option<usize>>(
         &self,
-        topic: &str,
+        sticky: &StickyPartition,
         partition: usize,
         appended_bytes: usize,
         batch_full: bool,
         n: usize,
         load: impl FnOnce() -> L,
     ) {
-        let Ok(mut topics) = self.topics.lock() else {
-            return;
-        };
-        let Some(s) = topics.get_mut(topic) else {
-            return;
-        };
-        if s.partition != partition {
+        if sticky.partition.load(Ordering::Relaxed) != partition {
             return;
         }
-        s.produced_bytes += appended_bytes;
-        if (s.produced_bytes >= self.sticky_batch_size && batch_full)
-            || s.produced_bytes >= 2 * self.sticky_batch_size
+        let produced = sticky
+            .produced_bytes
+            .fetch_add(appended_bytes, Ordering::Relaxed)
+            + appended_bytes;
+        if (produced >= self.sticky_batch_size && batch_full)
+            || produced >= 2 * self.sticky_batch_size
         {
-            s.partition = self.next_partition(n, &load());
-            s.produced_bytes = 0;
+            sticky
+                .partition
+                .store(self.next_partition(n, &load()), Ordering::Relaxed);
+            sticky.produced_bytes.store(0, Ordering::Relaxed);
         }
     }
 
@@ -299,9 +300,9 @@ mod tests {
         assert_eq!(got, vec![0, 1, 2, 0, 1, 2]);
     }
 
-    fn pick(b: &BuiltInPartitioner, queues: &[Option<usize>]) -> usize {
+    fn pick(b: &BuiltInPartitioner, t: &StickyPartition, queues: &[Option<usize>]) -> usize {
         b.partition(
-            "t",
+            t,
             queues.len(),
             |p| queues.get(p).is_some_and(Option::is_some),
             || load(queues),
@@ -315,19 +316,20 @@ mod tests {
     #[test]
     fn sticky_switches_after_a_batch_and_spreads_evenly() {
         let b = BuiltInPartitioner::new(1000, true);
+        let t = StickyPartition::default();
         let queues = vec![Some(0); 4];
-        let first = pick(&b, &queues);
-        b.update("t", first, 600, true, 4, || load(&queues));
-        assert_eq!(pick(&b, &queues), first, "under batch.size: stays");
-        b.update("t", first, 600, false, 4, || load(&queues));
-        assert_eq!(pick(&b, &queues), first, "batch not full yet: stays");
-        b.update("t", first, 900, false, 4, || load(&queues));
+        let first = pick(&b, &t, &queues);
+        b.update(&t, first, 600, true, 4, || load(&queues));
+        assert_eq!(pick(&b, &t, &queues), first, "under batch.size: stays");
+        b.update(&t, first, 600, false, 4, || load(&queues));
+        assert_eq!(pick(&b, &t, &queues), first, "batch not full yet: stays");
+        b.update(&t, first, 900, false, 4, || load(&queues));
         // 2100 bytes ≥ 2 × batch.size: switches even though the batch is not full.
         let mut counts = [0usize; 4];
         for _ in 0..4000 {
-            let p = pick(&b, &queues);
+            let p = pick(&b, &t, &queues);
             counts[p] += 1;
-            b.update("t", p, 2000, true, 4, || load(&queues));
+            b.update(&t, p, 2000, true, 4, || load(&queues));
         }
         assert!(
             counts.iter().all(|c| *c > 700),
@@ -337,9 +339,9 @@ mod tests {
         let queues = vec![Some(0), None, Some(9), Some(0)];
         let mut counts = [0usize; 4];
         for _ in 0..4000 {
-            let p = pick(&b, &queues);
+            let p = pick(&b, &t, &queues);
             counts[p] += 1;
-            b.update("t", p, 2000, true, 4, || load(&queues));
+            b.update(&t, p, 2000, true, 4, || load(&queues));
         }
         assert_eq!(counts[1], 0);
         assert!(counts[2] < counts[0] / 3, "{counts:?}");

@@ -7,11 +7,11 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
 use weir_record::{
     BatchBuilder, Compression, CompressionConfig, CompressionRatioEstimator, Header,
     RECORD_BATCH_OVERHEAD,
@@ -21,23 +21,48 @@ use weir_kafka::TopicPartition;
 
 use crate::error::{ClientError, Result};
 use crate::producer::buffer_pool::BufferPool;
-use crate::producer::record::{Notifier, RecordMetadata};
+use crate::producer::record::{Callback, DeliveryListener, Notifier, RecordMetadata};
 
 /// Gives a batch of `tp` holding `records` records its producer id, epoch and base
 /// sequence, or `None` when the producer is not idempotent.
 pub type AssignProducerFields<'a> =
     dyn FnMut(&TopicPartition, usize) -> Option<(i64, i16, i32)> + 'a;
 
-/// The batches of every partition. Looked up for every record, so hashed with foldhash
-/// rather than SipHash (the keys are our own topic names, not an attacker's).
-type Queues = HashMap<TopicPartition, VecDeque<ProducerBatch>, foldhash::fast::RandomState>;
+/// One partition's batches, oldest first, behind a lock of their own: appending to one
+/// partition never waits for the sender looking at another, and a producer that keeps the
+/// queue's `Arc` (the producer's topic entry does) appends without any map lookup.
+pub(crate) struct PartitionQueue {
+    pub tp: TopicPartition,
+    batches: Mutex<VecDeque<ProducerBatch>>,
+}
+
+impl PartitionQueue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<ProducerBatch>> {
+        self.batches.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Every partition's queue. Written only when a partition is first used; hashed with
+/// foldhash rather than SipHash (the keys are our own topic names, not an attacker's).
+type Queues = HashMap<TopicPartition, Arc<PartitionQueue>, foldhash::fast::RandomState>;
+
+/// How a batch reports one record's outcome.
+enum Completion {
+    Future(oneshot::Sender<Result<RecordMetadata>>),
+    Callback(Callback),
+    /// `ProducerBatch::listeners[listener]`, with the record's token.
+    Listener {
+        listener: usize,
+        token: u64,
+    },
+}
 
 /// What the sender needs to know about one record once its batch is answered.
 struct Thunk {
     timestamp: i64,
     key_size: i32,
     value_size: i32,
-    notifier: Notifier,
+    completion: Completion,
 }
 
 /// A batch being filled, or closed and waiting to be sent (again).
@@ -50,6 +75,9 @@ pub(crate) struct ProducerBatch {
     /// Bytes of pool memory this batch holds, returned when it is done.
     pooled: usize,
     thunks: Vec<Thunk>,
+    /// The listeners the batch's records report to, each kept once however many records
+    /// name it.
+    listeners: Vec<Arc<dyn DeliveryListener>>,
     pub created: Instant,
     pub attempts: u32,
     /// Not to be sent before this (retry backoff).
@@ -77,13 +105,56 @@ impl ProducerBatch {
         self.full || self.builder.as_ref().is_some_and(|b| b.is_full())
     }
 
+    /// Adds a record's report to the batch.
+    fn push_thunk(&mut self, timestamp: i64, key_size: i32, value_size: i32, notifier: Notifier) {
+        let completion = match notifier {
+            Notifier::Future(tx) => Completion::Future(tx),
+            Notifier::Callback(cb) => Completion::Callback(cb),
+            Notifier::Listener(l, token) => {
+                let same = |known: &Arc<dyn DeliveryListener>| {
+                    std::ptr::addr_eq(Arc::as_ptr(known), Arc::as_ptr(l))
+                };
+                let listener = match self.listeners.iter().rposition(same) {
+                    Some(i) => i,
+                    None => {
+                        self.listeners.push(l.clone());
+                        self.listeners.len() - 1
+                    }
+                };
+                Completion::Listener { listener, token }
+            }
+        };
+        self.thunks.push(Thunk {
+            timestamp,
+            key_size,
+            value_size,
+            completion,
+        });
+    }
+
+    /// Reports one record's outcome.
+    fn report(listeners: &[Arc<dyn DeliveryListener>], c: Completion, r: Result<RecordMetadata>) {
+        match c {
+            Completion::Future(tx) => {
+                let _ = tx.send(r);
+            }
+            Completion::Callback(cb) => cb(r),
+            Completion::Listener { listener, token } => listeners[listener].on_delivery(token, r),
+        }
+    }
+
     /// Completes every record: offsets from `base_offset` on (or -1 with acks=0).
     pub fn complete(self, base_offset: i64, log_append_time: i64, pool: &BufferPool) {
-        let tp = self.tp.clone();
+        // The records' metadata share a copy of the topic's name made for this batch: the
+        // producer's threads keep counting references to the topic entry's own, and this
+        // runs on the I/O thread, so sharing that one would bounce its counter between
+        // cores for every record.
+        let topic: Arc<str> = Arc::from(&*self.tp.topic);
+        let partition = self.tp.partition;
         for (i, t) in self.thunks.into_iter().enumerate() {
             let meta = RecordMetadata {
-                topic: tp.topic.clone(),
-                partition: tp.partition,
+                topic: topic.clone(),
+                partition,
                 offset: if base_offset >= 0 {
                     base_offset + i as i64
                 } else {
@@ -97,7 +168,7 @@ impl ProducerBatch {
                 serialized_key_size: t.key_size,
                 serialized_value_size: t.value_size,
             };
-            t.notifier.complete(Ok(meta));
+            Self::report(&self.listeners, t.completion, Ok(meta));
         }
         Self::release(self.bytes, self.builder, self.pooled, pool);
     }
@@ -105,7 +176,7 @@ impl ProducerBatch {
     /// Fails every record with `error`.
     pub fn fail(self, error: ClientError, pool: &BufferPool) {
         for t in self.thunks {
-            t.notifier.complete(Err(error.clone()));
+            Self::report(&self.listeners, t.completion, Err(error.clone()));
         }
         Self::release(self.bytes, self.builder, self.pooled, pool);
     }
@@ -157,7 +228,7 @@ pub(crate) struct ReadyCheck {
 pub(crate) struct Accumulator {
     cfg: AccumulatorConfig,
     pub pool: Arc<BufferPool>,
-    queues: Mutex<Queues>,
+    queues: RwLock<Queues>,
     estimators: Mutex<HashMap<(Arc<str>, Compression), CompressionRatioEstimator>>,
     flushing: AtomicUsize,
     closing: AtomicBool,
@@ -207,7 +278,7 @@ impl Accumulator {
         Accumulator {
             cfg,
             pool,
-            queues: Mutex::new(Queues::default()),
+            queues: RwLock::new(Queues::default()),
             estimators: Mutex::new(HashMap::new()),
             flushing: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
@@ -218,8 +289,24 @@ impl Accumulator {
         }
     }
 
-    fn queues(&self) -> std::sync::MutexGuard<'_, Queues> {
-        self.queues.lock().unwrap_or_else(|e| e.into_inner())
+    fn queues(&self) -> std::sync::RwLockReadGuard<'_, Queues> {
+        self.queues.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The queue of `tp`, made on first use.
+    pub fn queue(&self, tp: &TopicPartition) -> Arc<PartitionQueue> {
+        if let Some(q) = self.queues().get(tp) {
+            return q.clone();
+        }
+        let mut all = self.queues.write().unwrap_or_else(|e| e.into_inner());
+        all.entry(tp.clone())
+            .or_insert_with(|| {
+                Arc::new(PartitionQueue {
+                    tp: tp.clone(),
+                    batches: Mutex::new(VecDeque::new()),
+                })
+            })
+            .clone()
     }
 
     /// Batches waiting per partition of `topic` (for the adaptive partitioner), as of the
@@ -254,41 +341,32 @@ impl Accumulator {
         Some((builder.is_full() || dq.len() > 1, appended))
     }
 
-    /// Appends one record. Returns whether its batch is now full (or a new batch was made)
-    /// and the bytes it took, for the sticky partitioner.
+    /// Appends one record to `queue`. Returns whether its batch is now full (or a new batch
+    /// was made) and the bytes it took, for the sticky partitioner.
     #[allow(clippy::too_many_arguments)]
     pub async fn append(
         &self,
-        tp: &TopicPartition,
+        queue: &PartitionQueue,
         timestamp: i64,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
         headers: &[Header<'_>],
-        notifier: Notifier,
+        notifier: Notifier<'_>,
         max_block: Duration,
     ) -> Result<(bool, usize)> {
         if self.closing.load(Ordering::SeqCst) {
             return Err(ClientError::Closed);
         }
-        let thunk = |notifier| Thunk {
-            timestamp,
-            key_size: key.map_or(-1, |k| k.len() as i32),
-            value_size: value.map_or(-1, |v| v.len() as i32),
-            notifier,
-        };
+        let key_size = key.map_or(-1, |k| k.len() as i32);
+        let value_size = value.map_or(-1, |v| v.len() as i32);
         {
-            let mut q = self.queues();
-            // Looked up by reference: the partition's queue exists after its first record,
-            // and cloning the key (an Arc) per record costs two atomic operations.
-            let dq = match q.get_mut(tp) {
-                Some(dq) => dq,
-                None => q.entry(tp.clone()).or_default(),
-            };
-            if let Some((full, n)) = Self::try_append(dq, timestamp, key, value, headers) {
-                dq.back_mut()
-                    .expect("appended to it")
-                    .thunks
-                    .push(thunk(notifier));
+            let mut dq = queue.lock();
+            if let Some((full, n)) = Self::try_append(&mut dq, timestamp, key, value, headers) {
+                let batch = dq
+                    .back_mut()
+                    .expect("try_append appended to the last batch");
+                batch.push_thunk(timestamp, key_size, value_size, notifier);
+                drop(dq);
                 self.incomplete.fetch_add(1, Ordering::SeqCst);
                 if full {
                     self.wake_sender.notify_one();
@@ -302,16 +380,15 @@ impl Accumulator {
             .batch_size
             .max(one_record_batch_size(key, value, headers));
         let buf = self.pool.allocate(size, max_block).await?;
-        let mut q = self.queues();
-        let dq = q.entry(tp.clone()).or_default();
-        if let Some((full, n)) = Self::try_append(dq, timestamp, key, value, headers) {
+        let mut dq = queue.lock();
+        if let Some((full, n)) = Self::try_append(&mut dq, timestamp, key, value, headers) {
             // Someone else made a batch meanwhile.
-            drop(q);
+            let batch = dq
+                .back_mut()
+                .expect("try_append appended to the last batch");
+            batch.push_thunk(timestamp, key_size, value_size, notifier);
+            drop(dq);
             self.pool.deallocate(buf);
-            let mut q = self.queues();
-            if let Some(b) = q.get_mut(tp).and_then(|d| d.back_mut()) {
-                b.thunks.push(thunk(notifier));
-            }
             self.incomplete.fetch_add(1, Ordering::SeqCst);
             return Ok((full, n));
         }
@@ -320,7 +397,7 @@ impl Accumulator {
             .lock()
             .ok()
             .and_then(|e| {
-                e.get(&(tp.topic.clone(), self.cfg.compression.codec))
+                e.get(&(queue.tp.topic.clone(), self.cfg.compression.codec))
                     .map(|r| r.estimate())
             })
             .unwrap_or(1.0);
@@ -333,21 +410,24 @@ impl Accumulator {
         let appended = builder.uncompressed_records_size();
         // Room for as many records as fit if they are like this one, so that filling the
         // batch does not regrow the list (records of 100 bytes: ~150 in 16 KiB).
-        let mut thunks = Vec::with_capacity((capacity / appended.max(1)).clamp(1, 4096));
-        thunks.push(thunk(notifier));
-        dq.push_back(ProducerBatch {
-            tp: tp.clone(),
+        let thunks = Vec::with_capacity((capacity / appended.max(1)).clamp(1, 4096));
+        let mut batch = ProducerBatch {
+            tp: queue.tp.clone(),
             builder: Some(builder),
             bytes: None,
             pooled: capacity,
             thunks,
+            listeners: Vec::new(),
             created: Instant::now(),
             attempts: 0,
             retry_at: None,
             producer: None,
             full: false,
             uncompressed_size: appended,
-        });
+        };
+        batch.push_thunk(timestamp, key_size, value_size, notifier);
+        dq.push_back(batch);
+        drop(dq);
         self.incomplete.fetch_add(1, Ordering::SeqCst);
         self.wake_sender.notify_one();
         Ok((true, appended))
@@ -365,7 +445,8 @@ impl Accumulator {
         // Partitions of one topic share its name's Arc, so rows are found by the Arc's
         // address; names are compared only the first time an address is seen.
         let mut rows: HashMap<*const u8, usize, foldhash::fast::RandomState> = HashMap::default();
-        for (tp, dq) in q.iter() {
+        for (tp, queue) in q.iter() {
+            let dq = queue.lock();
             let row = *rows.entry(tp.topic.as_ptr()).or_insert_with(|| {
                 match stats.iter().position(|(t, _)| *t == tp.topic) {
                     Some(i) => i,
@@ -417,14 +498,14 @@ impl Accumulator {
         first_in_request: bool,
         producer: &mut AssignProducerFields<'_>,
     ) -> Option<ProducerBatch> {
-        let mut q = self.queues();
-        let dq = q.get_mut(tp)?;
+        let queue = self.queues().get(tp)?.clone();
+        let mut dq = queue.lock();
         let size = dq.front()?.estimated_size();
         if !first_in_request && size > budget {
             return None;
         }
         let mut batch = dq.pop_front()?;
-        drop(q);
+        drop(dq);
         let records = batch.record_count();
         if let (Some(bytes), None) = (batch.bytes.as_mut(), batch.producer) {
             // Built before an epoch bump cleared its producer state: new id, epoch and
@@ -490,8 +571,8 @@ impl Accumulator {
         // ±20% jitter, as Kafka's ExponentialBackoff.
         let jitter = 0.8 + fastrand::f64() * 0.4;
         batch.retry_at = Some(now + backoff.mul_f64(jitter));
-        let mut q = self.queues();
-        let dq = q.entry(batch.tp.clone()).or_default();
+        let queue = self.queue(&batch.tp);
+        let mut dq = queue.lock();
         let seq = batch.producer.map(|p| p.2);
         let pos = dq
             .iter()
@@ -501,7 +582,7 @@ impl Accumulator {
             })
             .unwrap_or(dq.len());
         dq.insert(pos, batch);
-        drop(q);
+        drop(dq);
         self.wake_sender.notify_one();
     }
 
@@ -509,8 +590,8 @@ impl Accumulator {
     pub fn expire(&self, now: Instant) -> Expired {
         let mut expired = Vec::new();
         {
-            let mut q = self.queues();
-            for dq in q.values_mut() {
+            for queue in self.queues().values() {
+                let mut dq = queue.lock();
                 while dq
                     .front()
                     .is_some_and(|b| now.duration_since(b.created) >= self.cfg.delivery_timeout)
@@ -540,8 +621,8 @@ impl Accumulator {
     /// Forgets the producer id, epoch and sequence of every queued batch, after an epoch
     /// bump: each gets new ones (its header rewritten) when it is next drained.
     pub fn clear_producer_state(&self) {
-        for dq in self.queues().values_mut() {
-            for b in dq.iter_mut() {
+        for queue in self.queues().values() {
+            for b in queue.lock().iter_mut() {
                 b.producer = None;
             }
         }
@@ -577,7 +658,11 @@ impl Accumulator {
 
     /// Fails everything still queued (a forced close).
     pub fn abort_all(&self, error: ClientError) {
-        let all: Vec<ProducerBatch> = self.queues().drain().flat_map(|(_, dq)| dq).collect();
+        let all: Vec<ProducerBatch> = self
+            .queues()
+            .values()
+            .flat_map(|queue| std::mem::take(&mut *queue.lock()))
+            .collect();
         for b in all {
             self.done(b.record_count());
             b.fail(error.clone(), &self.pool);
@@ -629,6 +714,7 @@ impl Accumulator {
                     bytes: None,
                     pooled: 0,
                     thunks: Vec::new(),
+                    listeners: batch.listeners.clone(),
                     created: batch.created,
                     attempts: batch.attempts,
                     retry_at: None,
@@ -651,8 +737,8 @@ impl Accumulator {
         // The original's pool memory goes back; the pieces are small and unpooled.
         self.pool.deallocate_bytes(batch.pooled);
         drop(batch.builder);
-        let mut q = self.queues();
-        let dq = q.entry(batch.tp.clone()).or_default();
+        let queue = self.queue(&batch.tp);
+        let mut dq = queue.lock();
         // Ahead of everything not yet sent, in sequence order among retried batches.
         let first_seq = pieces.first().and_then(|p| p.producer).map(|p| p.2);
         let pos = dq
@@ -665,7 +751,7 @@ impl Accumulator {
         for (i, p) in pieces.into_iter().enumerate() {
             dq.insert(pos + i, p);
         }
-        drop(q);
+        drop(dq);
         self.wake_sender.notify_one();
         Ok(n)
     }
@@ -697,7 +783,7 @@ mod tests {
     }
 
     fn notifier() -> (
-        Notifier,
+        Notifier<'static>,
         tokio::sync::oneshot::Receiver<Result<RecordMetadata>>,
     ) {
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -711,7 +797,7 @@ mod tests {
     ) -> tokio::sync::oneshot::Receiver<Result<RecordMetadata>> {
         let (n, rx) = notifier();
         a.append(
-            &tp(p),
+            &a.queue(&tp(p)),
             1000,
             None,
             Some(value),
@@ -765,7 +851,7 @@ mod tests {
         // A batch whose bytes cannot be read comes back to be failed, not dropped.
         small
             .append(
-                &tp(1),
+                &small.queue(&tp(1)),
                 1,
                 None,
                 Some(b"x"),
@@ -775,7 +861,7 @@ mod tests {
             )
             .await
             .unwrap();
-        let mut unsent = small.queues().get_mut(&tp(1)).unwrap().pop_front().unwrap();
+        let mut unsent = small.queue(&tp(1)).lock().pop_front().unwrap();
         unsent.bytes = Some(Bytes::from_static(&[1, 2, 3]));
         assert!(small.split_and_reenqueue(unsent).is_err());
     }
@@ -851,7 +937,7 @@ mod tests {
         let (n, _rx) = notifier();
         let err = a
             .append(
-                &tp(2),
+                &a.queue(&tp(2)),
                 0,
                 None,
                 Some(&[1u8; 30]),
@@ -868,7 +954,7 @@ mod tests {
             tokio::spawn(async move {
                 let (n, _rx) = notifier();
                 a.append(
-                    &tp(2),
+                    &a.queue(&tp(2)),
                     0,
                     None,
                     Some(&[1u8; 30]),

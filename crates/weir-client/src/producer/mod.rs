@@ -6,6 +6,7 @@
 
 pub mod accumulator;
 pub mod buffer_pool;
+mod clock;
 pub mod record;
 pub mod sender;
 
@@ -19,8 +20,8 @@ use weir_record::Header;
 use crate::cluster::Cluster;
 use crate::config::ProducerConfig;
 use crate::error::{ClientError, Result};
-use crate::partitioner::{BuiltInPartitioner, DefaultPartitioner, Partitioner};
-use accumulator::{Accumulator, AccumulatorConfig};
+use crate::partitioner::{BuiltInPartitioner, DefaultPartitioner, Partitioner, StickyPartition};
+use accumulator::{Accumulator, AccumulatorConfig, PartitionQueue};
 use buffer_pool::BufferPool;
 use record::Notifier;
 pub use record::{DeliveryFuture, DeliveryListener, ProducerRecord, RecordMetadata};
@@ -33,12 +34,16 @@ pub struct Producer {
     inner: Arc<Inner>,
 }
 
-/// A topic as the producer uses it: its name shared by every batch, and its partitions as
-/// of metadata generation `generation`.
+/// A topic as the producer uses it, kept until the metadata changes: its name shared by
+/// every batch, its partitions as of metadata generation `generation`, each partition's
+/// queue in the accumulator, and the sticky partitioner's choice. A record finds all it
+/// needs here, with no lookup and no lock of its own.
 struct TopicEntry {
     name: Arc<str>,
     info: crate::cluster::TopicInfo,
     generation: u64,
+    queues: Vec<Arc<PartitionQueue>>,
+    sticky: StickyPartition,
 }
 
 struct Inner {
@@ -48,6 +53,8 @@ struct Inner {
     sender: Arc<Sender>,
     partitioner: Box<dyn Partitioner>,
     sticky: BuiltInPartitioner,
+    /// Where records without a timestamp get theirs.
+    clock: clock::RecordClock,
     /// What each record needs of its topic, kept until the metadata changes.
     topics: std::sync::Mutex<HashMap<String, Arc<TopicEntry>, foldhash::fast::RandomState>>,
     sender_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -95,6 +102,7 @@ impl Producer {
         Ok(Producer {
             inner: Arc::new(Inner {
                 sticky: BuiltInPartitioner::new(cfg.batch_size.max(1), cfg.partitioner_adaptive),
+                clock: clock::RecordClock::new(),
                 topics: std::sync::Mutex::new(HashMap::default()),
                 cfg,
                 cluster,
@@ -154,11 +162,11 @@ impl Producer {
         listener: &Arc<dyn DeliveryListener>,
         token: u64,
     ) -> Result<()> {
-        self.enqueue(record, Notifier::Listener(listener.clone(), token))
+        self.enqueue(record, Notifier::Listener(listener, token))
             .await
     }
 
-    async fn enqueue(&self, record: ProducerRecord, notifier: Notifier) -> Result<()> {
+    async fn enqueue(&self, record: ProducerRecord, notifier: Notifier<'_>) -> Result<()> {
         let inner = &self.inner;
         let headers: Vec<Header<'_>> = record
             .headers
@@ -233,27 +241,26 @@ impl Producer {
                     sticky = true;
                     inner
                         .sticky
-                        .partition(&record.topic, n, available, sticky_load)
+                        .partition(&entry.sticky, n, available, sticky_load)
                 }
             },
         };
-        let tp = TopicPartition {
-            topic: entry.name.clone(),
-            partition: partition as i32,
-        };
-        let timestamp = record.timestamp.unwrap_or_else(now_ms);
+        // Every choice above is below `n`, and the entry has a queue for each of its `n`
+        // partitions.
+        let queue = &entry.queues[partition];
+        let timestamp = record.timestamp.unwrap_or_else(|| inner.clock.now_ms());
         let remaining = match waited_since {
             Some(start) => inner.cfg.max_block.saturating_sub(start.elapsed()),
             None => inner.cfg.max_block,
         };
         let (full, appended) = inner
             .acc
-            .append(&tp, timestamp, key, value, &headers, notifier, remaining)
+            .append(queue, timestamp, key, value, &headers, notifier, remaining)
             .await?;
         if sticky {
             inner
                 .sticky
-                .update(&record.topic, partition, appended, full, n, sticky_load);
+                .update(&entry.sticky, partition, appended, full, n, sticky_load);
         }
         Ok(())
     }
@@ -274,10 +281,20 @@ impl Producer {
         let inner = &self.inner;
         let generation = inner.cluster.generation();
         let info = self.wait_for_topic(topic, deadline).await?;
+        let name: Arc<str> = topic.into();
+        let queues = (0..info.partitions.len())
+            .map(|p| {
+                inner
+                    .acc
+                    .queue(&TopicPartition::new(name.clone(), p as i32))
+            })
+            .collect();
         let entry = Arc::new(TopicEntry {
-            name: topic.into(),
+            name,
             info,
             generation,
+            queues,
+            sticky: StickyPartition::default(),
         });
         if let Ok(mut t) = inner.topics.lock() {
             t.insert(topic.to_string(), entry.clone());
@@ -391,10 +408,4 @@ impl Drop for Inner {
             }
         }
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

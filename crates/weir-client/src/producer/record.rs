@@ -89,23 +89,14 @@ pub trait DeliveryListener: Send + Sync + 'static {
     fn on_delivery(&self, token: u64, result: Result<RecordMetadata>);
 }
 
-/// How one record's outcome is reported.
-pub(crate) enum Notifier {
+/// How one record's outcome is to be reported, as `send` is given it. A listener is
+/// borrowed: the batch keeps one reference to it for all its records (see the
+/// accumulator's `Completion`), so that a send does not touch the listener's reference
+/// count — which the producer's I/O thread touches too, on another core.
+pub(crate) enum Notifier<'a> {
     Future(oneshot::Sender<Result<RecordMetadata>>),
     Callback(Callback),
-    Listener(Arc<dyn DeliveryListener>, u64),
-}
-
-impl Notifier {
-    pub(crate) fn complete(self, result: Result<RecordMetadata>) {
-        match self {
-            Notifier::Future(tx) => {
-                let _ = tx.send(result);
-            }
-            Notifier::Callback(cb) => cb(result),
-            Notifier::Listener(l, token) => l.on_delivery(token, result),
-        }
-    }
+    Listener(&'a Arc<dyn DeliveryListener>, u64),
 }
 
 /// The outcome of one `send`: resolves once the broker acknowledged the record (or the

@@ -15,7 +15,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::cluster::Cluster;
 use crate::config::{Acks, ProducerConfig};
@@ -266,8 +266,7 @@ impl Sender {
                 self.outstanding
                     .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 tokio::spawn(async move {
-                    me.send_batches(node, batches).await;
-                    drop(permit);
+                    me.send_batches(node, batches, permit).await;
                     me.outstanding
                         .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                     me.acc.wake_sender.notify_one();
@@ -322,11 +321,36 @@ impl Sender {
         out
     }
 
-    async fn send_batches(&self, node: i32, batches: Vec<ProducerBatch>) {
+    /// Sends one request and settles its batches. `permit` is the request's place among the
+    /// node's requests in flight: given back as soon as the answer is in when every batch
+    /// succeeded, so the next request goes out while these records are being completed;
+    /// otherwise only once retries are queued, so that nothing overtakes them.
+    async fn send_batches(
+        &self,
+        node: i32,
+        batches: Vec<ProducerBatch>,
+        permit: OwnedSemaphorePermit,
+    ) {
         let request = self.build_request(&batches);
         let sent = Instant::now();
         let result = self.produce(node, request).await;
         let now = Instant::now();
+        let all_succeeded = match &result {
+            Ok(Some(resp)) => {
+                let answers = || resp.responses.iter().flat_map(|t| &t.partition_responses);
+                answers().count() == batches.len()
+                    && answers().all(|p| {
+                        p.error_code == 0 || p.error_code == E::DuplicateSequenceNumber.code()
+                    })
+            }
+            Ok(None) => true,
+            Err(_) => false,
+        };
+        let mut permit = Some(permit);
+        if all_succeeded {
+            drop(permit.take());
+            self.acc.wake_sender.notify_one();
+        }
         if matches!(result, Ok(Some(_))) {
             if let Ok(mut h) = self.request_latency.lock() {
                 h.saturating_record((now - sent).as_micros().max(1) as u64);
