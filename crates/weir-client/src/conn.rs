@@ -27,6 +27,10 @@ type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
 type Waiter = (i32, oneshot::Sender<Result<Bytes>>);
 
+/// The buffer responses are read through. A response larger than it is read straight into
+/// its own buffer, so it bounds only what small responses cost in system calls.
+const RESPONSE_READ_BUFFER: usize = 64 * 1024;
+
 /// A connection to one broker.
 pub struct BrokerConnection {
     addr: String,
@@ -65,7 +69,7 @@ impl BrokerConnection {
             .map_err(|_| timed_out())?
             .map_err(|e| conn_error(addr, e))?;
         let _ = stream.set_nodelay(true);
-        let (mut rd, wr): (Reader, Writer) = match &security.tls {
+        let (rd, wr): (Reader, Writer) = match &security.tls {
             None => {
                 let (rd, wr) = stream.into_split();
                 (Box::new(rd), Box::new(wr))
@@ -84,6 +88,9 @@ impl BrokerConnection {
                 (Box::new(rd), Box::new(wr))
             }
         };
+        // Buffered: a small response's size and body (and often the next response) come in
+        // one read, not two.
+        let mut rd = tokio::io::BufReader::with_capacity(RESPONSE_READ_BUFFER, rd);
         let pending: Arc<Mutex<VecDeque<Waiter>>> = Arc::new(Mutex::new(VecDeque::new()));
         let broken = Arc::new(AtomicBool::new(false));
         {
