@@ -1,12 +1,14 @@
 //! One connection to one broker: Kafka's framing, the ApiVersions handshake (so each request
 //! goes out at the highest version both sides speak), and pipelining — many requests in
-//! flight, responses matched to requests in order. A broken connection fails every waiting
-//! request at once; the caller reconnects.
+//! flight, responses matched to requests in order. A response goes to the task waiting for
+//! it, or — for the producer — to a callback run on the reading task itself, which saves a
+//! hop between tasks per request. A broken connection fails every waiting request at once;
+//! the caller reconnects.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use weir_kafka::limits::MAX_CLIENT_RESPONSE_BYTES;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -25,7 +27,34 @@ use crate::security::{Exchange, Sasl, Security};
 type Reader = Box<dyn AsyncRead + Send + Unpin>;
 type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
-type Waiter = (i32, oneshot::Sender<Result<Bytes>>);
+/// What becomes of a response when it arrives.
+enum Reply {
+    /// It goes to the task that sent the request (which times the request out itself).
+    Channel(oneshot::Sender<Result<Bytes>>),
+    /// This runs with it on the reading task; if it has not arrived by `deadline`, the
+    /// connection is given up (as Kafka's clients drop a connection whose request timed
+    /// out) and this runs with the error.
+    Callback {
+        deadline: Instant,
+        run: Box<dyn FnOnce(Result<Bytes>) + Send>,
+    },
+}
+
+impl Reply {
+    fn send(self, r: Result<Bytes>) {
+        match self {
+            Reply::Channel(tx) => {
+                let _ = tx.send(r);
+            }
+            Reply::Callback { run, .. } => run(r),
+        }
+    }
+}
+
+type Waiter = (i32, Reply);
+
+/// How often the reading task looks at the deadline of a waiting callback.
+const DEADLINE_CHECK: Duration = Duration::from_millis(100);
 
 /// The buffer responses are read through. A response larger than it is read straight into
 /// its own buffer, so it bounds only what small responses cost in system calls.
@@ -40,7 +69,86 @@ pub struct BrokerConnection {
     pending: Arc<Mutex<VecDeque<Waiter>>>,
     next_correlation: AtomicI32,
     broken: Arc<AtomicBool>,
+    /// Wakes the reading task to find the connection broken.
+    give_up: Arc<tokio::sync::Notify>,
     request_timeout: Duration,
+}
+
+/// The task that reads one connection: each response goes to the oldest waiting request
+/// (Kafka answers in order). It ends when the connection fails, is given up, or a waiting
+/// callback's deadline passes; then every request still waiting fails with the reason.
+async fn read_responses(
+    rd: Reader,
+    pending: Arc<Mutex<VecDeque<Waiter>>>,
+    broken: Arc<AtomicBool>,
+    give_up: Arc<tokio::sync::Notify>,
+    addr: String,
+) {
+    // Buffered: a small response's size and body (and often the next response) come in
+    // one read, not two.
+    let mut rd = tokio::io::BufReader::with_capacity(RESPONSE_READ_BUFFER, rd);
+    let failure = 'connection: loop {
+        // Kept across the waits below, so that looking at a deadline never cuts a read
+        // short.
+        let read = read_frame(&mut rd);
+        tokio::pin!(read);
+        let frame = loop {
+            tokio::select! {
+                biased;
+                r = &mut read => break r,
+                _ = tokio::time::sleep(DEADLINE_CHECK) => {}
+                _ = give_up.notified() => {}
+            }
+            if broken.load(Ordering::SeqCst) {
+                break 'connection "the connection was given up".to_string();
+            }
+            let overdue = pending.lock().ok().is_some_and(|p| {
+                matches!(p.front(), Some((_, Reply::Callback { deadline, .. }))
+                    if *deadline <= Instant::now())
+            });
+            if overdue {
+                break 'connection "a request timed out (request.timeout.ms)".to_string();
+            }
+        };
+        let frame = match frame {
+            Ok(f) => f,
+            Err(e) => break e,
+        };
+        let corr = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+        let waiter = pending.lock().ok().and_then(|mut p| p.pop_front());
+        match waiter {
+            Some((expected, reply)) if expected == corr => reply.send(Ok(frame)),
+            Some((expected, reply)) => {
+                reply.send(Err(conn_error(
+                    &addr,
+                    format!("response {corr} arrived where {expected} was due"),
+                )));
+                break "responses out of order".to_string();
+            }
+            None => break format!("an unexpected response {corr}"),
+        }
+    };
+    broken.store(true, Ordering::SeqCst);
+    let waiting: Vec<Waiter> = pending
+        .lock()
+        .map(|mut p| p.drain(..).collect())
+        .unwrap_or_default();
+    for (_, reply) in waiting {
+        reply.send(Err(conn_error(&addr, &failure)));
+    }
+}
+
+/// One response frame (after its size prefix, which must be within bounds).
+async fn read_frame(rd: &mut tokio::io::BufReader<Reader>) -> std::result::Result<Bytes, String> {
+    let size = match rd.read_i32().await {
+        Ok(n) if n >= 4 && (n as usize) <= MAX_CLIENT_RESPONSE_BYTES => n as usize,
+        Ok(n) => return Err(format!("bad response size {n}")),
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut buf = BytesMut::with_capacity(size);
+    buf.resize(size, 0);
+    rd.read_exact(&mut buf).await.map_err(|e| e.to_string())?;
+    Ok(buf.freeze())
 }
 
 fn conn_error(addr: &str, reason: impl std::fmt::Display) -> ClientError {
@@ -88,52 +196,16 @@ impl BrokerConnection {
                 (Box::new(rd), Box::new(wr))
             }
         };
-        // Buffered: a small response's size and body (and often the next response) come in
-        // one read, not two.
-        let mut rd = tokio::io::BufReader::with_capacity(RESPONSE_READ_BUFFER, rd);
         let pending: Arc<Mutex<VecDeque<Waiter>>> = Arc::new(Mutex::new(VecDeque::new()));
         let broken = Arc::new(AtomicBool::new(false));
-        {
-            let pending = pending.clone();
-            let broken = broken.clone();
-            let addr = addr.to_string();
-            tokio::spawn(async move {
-                let failure = loop {
-                    let size = match rd.read_i32().await {
-                        Ok(n) if n >= 4 && (n as usize) <= MAX_CLIENT_RESPONSE_BYTES => n as usize,
-                        Ok(n) => break format!("bad response size {n}"),
-                        Err(e) => break e.to_string(),
-                    };
-                    let mut buf = BytesMut::with_capacity(size);
-                    buf.resize(size, 0);
-                    if let Err(e) = rd.read_exact(&mut buf).await {
-                        break e.to_string();
-                    }
-                    let frame = buf.freeze();
-                    let corr = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
-                    let waiter = pending.lock().ok().and_then(|mut p| p.pop_front());
-                    match waiter {
-                        Some((expected, tx)) if expected == corr => {
-                            let _ = tx.send(Ok(frame));
-                        }
-                        Some((expected, tx)) => {
-                            let _ = tx.send(Err(conn_error(
-                                &addr,
-                                format!("response {corr} arrived where {expected} was due"),
-                            )));
-                            break "responses out of order".to_string();
-                        }
-                        None => break format!("an unexpected response {corr}"),
-                    }
-                };
-                broken.store(true, Ordering::SeqCst);
-                if let Ok(mut p) = pending.lock() {
-                    for (_, tx) in p.drain(..) {
-                        let _ = tx.send(Err(conn_error(&addr, &failure)));
-                    }
-                }
-            });
-        }
+        let give_up = Arc::new(tokio::sync::Notify::new());
+        tokio::spawn(read_responses(
+            rd,
+            pending.clone(),
+            broken.clone(),
+            give_up.clone(),
+            addr.to_string(),
+        ));
         let mut conn = BrokerConnection {
             addr: addr.to_string(),
             client_id: Some(StrBytes::from_string(client_id.to_string())),
@@ -142,6 +214,7 @@ impl BrokerConnection {
             pending,
             next_correlation: AtomicI32::new(1),
             broken,
+            give_up,
             request_timeout,
         };
         // ApiVersions: v3 first; an older broker answers UNSUPPORTED_VERSION in v0.
@@ -259,7 +332,7 @@ impl BrokerConnection {
             self.pending
                 .lock()
                 .map_err(|_| conn_error(&self.addr, "poisoned"))?
-                .push_back((corr, tx));
+                .push_back((corr, Reply::Channel(tx)));
             if let Err(e) = w.write_all(&frame).await {
                 self.broken.store(true, Ordering::SeqCst);
                 return Err(conn_error(&self.addr, e));
@@ -283,6 +356,58 @@ impl BrokerConnection {
             .map_err(|e| ClientError::Protocol(format!("response header: {e}")))?;
         R::Response::decode(&mut frame, version)
             .map_err(|e| ClientError::Protocol(format!("decoding {api:?} v{version}: {e}")))
+    }
+
+    /// Sends a request and returns once it is written. `on_response` runs exactly once:
+    /// later, on the task that reads this connection, with the decoded response or the
+    /// reason there is none (the connection broke, or no answer came within
+    /// `request.timeout.ms`, which gives the connection up) — or at once, here, if the
+    /// request could not be sent.
+    pub async fn request_with_callback<R: Request>(
+        &self,
+        req: &R,
+        version: i16,
+        on_response: impl FnOnce(Result<R::Response>) + Send + 'static,
+    ) {
+        if self.is_broken() {
+            return on_response(Err(conn_error(&self.addr, "the connection is closed")));
+        }
+        let Ok(api) = ApiKey::try_from(R::KEY) else {
+            return on_response(Err(ClientError::Protocol(format!(
+                "unknown API key {}",
+                R::KEY
+            ))));
+        };
+        let corr = self.next_correlation.fetch_add(1, Ordering::Relaxed);
+        let frame = match self.encode(req, version, corr) {
+            Ok(f) => f,
+            Err(e) => return on_response(Err(e)),
+        };
+        let run = move |r: Result<Bytes>| {
+            on_response(r.and_then(|mut frame| {
+                ResponseHeader::decode(&mut frame, api.response_header_version(version))
+                    .map_err(|e| ClientError::Protocol(format!("response header: {e}")))?;
+                R::Response::decode(&mut frame, version)
+                    .map_err(|e| ClientError::Protocol(format!("decoding {api:?} v{version}: {e}")))
+            }))
+        };
+        let mut w = self.writer.lock().await;
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back((
+                corr,
+                Reply::Callback {
+                    deadline: Instant::now() + self.request_timeout,
+                    run: Box::new(run),
+                },
+            ));
+        if let Err(e) = w.write_all(&frame).await {
+            // The request is queued: the reading task, woken, fails it with the rest.
+            self.broken.store(true, Ordering::SeqCst);
+            self.give_up.notify_one();
+            tracing::debug!(broker = %self.addr, "writing a request failed: {e}");
+        }
     }
 
     /// Sends a request that gets no response (Produce with acks=0).

@@ -265,12 +265,7 @@ impl Sender {
                 let me = self.clone();
                 self.outstanding
                     .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                tokio::spawn(async move {
-                    me.send_batches(node, batches, permit).await;
-                    me.outstanding
-                        .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-                    me.acc.wake_sender.notify_one();
-                });
+                tokio::spawn(me.send_batches(node, batches, permit));
             }
             if self.acc.is_closing() && self.acc.incomplete() == 0 && self.outstanding() == 0 {
                 return;
@@ -321,19 +316,48 @@ impl Sender {
         out
     }
 
-    /// Sends one request and settles its batches. `permit` is the request's place among the
-    /// node's requests in flight: given back as soon as the answer is in when every batch
-    /// succeeded, so the next request goes out while these records are being completed;
-    /// otherwise only once retries are queued, so that nothing overtakes them.
+    /// Sends one request. Its answer settles the batches on the task that reads the
+    /// connection (`answered`), so no other task has to be woken for it.
     async fn send_batches(
-        &self,
+        self: Arc<Self>,
         node: i32,
         batches: Vec<ProducerBatch>,
         permit: OwnedSemaphorePermit,
     ) {
         let request = self.build_request(&batches);
         let sent = Instant::now();
-        let result = self.produce(node, request).await;
+        let connected = self
+            .cluster
+            .node(node)
+            .await
+            .and_then(|conn| Ok((conn.version_for(ApiKey::Produce, PRODUCE_VERSIONS)?, conn)));
+        let (v, conn) = match connected {
+            Ok(c) => c,
+            Err(e) => return self.answered(batches, permit, sent, Err(e)),
+        };
+        if self.cfg.acks == Acks::None {
+            let written = conn.send_oneway(&request, v).await.map(|()| None);
+            return self.answered(batches, permit, sent, written);
+        }
+        let me = self.clone();
+        conn.request_with_callback(&request, v, move |answer| {
+            me.answered(batches, permit, sent, answer.map(Some))
+        })
+        .await;
+    }
+
+    /// Settles one request's batches from its answer (`None` for acks=0). `permit` is the
+    /// request's place among the node's requests in flight: given back as soon as the
+    /// answer is in when every batch succeeded, so the next request goes out while these
+    /// records are being completed; otherwise only once retries are queued, so that
+    /// nothing overtakes them.
+    fn answered(
+        &self,
+        batches: Vec<ProducerBatch>,
+        permit: OwnedSemaphorePermit,
+        sent: Instant,
+        result: Result<Option<ProduceResponse>>,
+    ) {
         let now = Instant::now();
         let all_succeeded = match &result {
             Ok(Some(resp)) => {
@@ -410,6 +434,11 @@ impl Sender {
                 }
             }
         }
+        // Retries are queued: the request's place in flight can go.
+        drop(permit);
+        self.outstanding
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.acc.wake_sender.notify_one();
     }
 
     /// The Produce request for `batches` (their bytes, as built).
@@ -440,16 +469,6 @@ impl Sender {
             })
             .collect();
         req
-    }
-
-    async fn produce(&self, node: i32, req: ProduceRequest) -> Result<Option<ProduceResponse>> {
-        let conn = self.cluster.node(node).await?;
-        let v = conn.version_for(ApiKey::Produce, PRODUCE_VERSIONS)?;
-        if self.cfg.acks == Acks::None {
-            conn.send_oneway(&req, v).await?;
-            return Ok(None);
-        }
-        conn.request(&req, v).await.map(Some)
     }
 
     /// Decides what becomes of one batch after an answer (or a failed request).
