@@ -11,6 +11,7 @@ mod json;
 mod produce;
 mod quotas;
 mod serve;
+mod tally;
 mod topics;
 mod users;
 

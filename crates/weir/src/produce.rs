@@ -4,14 +4,14 @@
 
 use std::io::BufRead;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use weir_client::{DeliveryListener, Producer, ProducerRecord, RecordMetadata};
+use weir_client::{DeliveryListener, Producer, ProducerRecord};
 
 use crate::cli::ClientArgs;
+use crate::tally::Tally;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -33,30 +33,6 @@ pub struct Args {
     /// Write every record to this partition instead of letting the partitioner choose.
     #[arg(long)]
     partition: Option<i32>,
-}
-
-/// What the delivery callbacks found.
-#[derive(Default)]
-struct Outcome {
-    acked: AtomicU64,
-    failed: AtomicU64,
-    first_error: Mutex<Option<String>>,
-}
-
-impl DeliveryListener for Outcome {
-    fn on_delivery(&self, line: u64, result: weir_client::Result<RecordMetadata>) {
-        match result {
-            Ok(_) => {
-                self.acked.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(e) => {
-                self.failed.fetch_add(1, Ordering::Relaxed);
-                if let Ok(mut first) = self.first_error.lock() {
-                    first.get_or_insert_with(|| format!("line {line}: {e}"));
-                }
-            }
-        }
-    }
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -103,7 +79,7 @@ async fn produce(args: Args, settings: Vec<(String, String)>) -> ExitCode {
         Ok(p) => p,
         Err(e) => return usage(&e.to_string()),
     };
-    let outcome = Arc::new(Outcome::default());
+    let outcome = Arc::new(Tally::default());
     let listener: Arc<dyn DeliveryListener> = outcome.clone();
     let sep = args.key_separator.as_deref().map(str::as_bytes);
     // Plain blocking reads: this future runs on the calling thread (block_on), not on the
@@ -159,9 +135,10 @@ async fn produce(args: Args, settings: Vec<(String, String)>) -> ExitCode {
     let _ = producer.flush().await;
     let close_wait = producer.config().delivery_timeout + Duration::from_secs(1);
     let _ = producer.close(close_wait).await;
-    let acked = outcome.acked.load(Ordering::Relaxed);
-    let failed = outcome.failed.load(Ordering::Relaxed);
-    let first = outcome.first_error.lock().ok().and_then(|f| f.clone());
+    let (acked, failed) = (outcome.acked(), outcome.failed());
+    let first = outcome
+        .first_error()
+        .map(|(line, e)| format!("line {line}: {e}"));
     if let Some(why) = stopped {
         eprintln!("weir produce: {why} ({acked} records acknowledged before it)");
         return ExitCode::FAILURE;

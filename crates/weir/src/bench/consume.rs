@@ -10,8 +10,9 @@ use weir_client::{DeliveryListener, Producer, ProducerRecord};
 
 use super::broker::Broker;
 use super::common::{assigned_consumer, usage, Common};
-use super::load::{payloads, Tally};
+use super::load::{check_delivered, payloads};
 use super::report::{histogram, Meter, Outcome, Progress};
+use crate::tally::Tally;
 
 #[derive(clap::Args)]
 pub(super) struct ConsumeArgs {
@@ -60,7 +61,7 @@ async fn fill(broker: &Broker, topic: &str, n: u64, size: usize) -> anyhow::Resu
         .close(Duration::from_secs(30))
         .await
         .map_err(|e| anyhow!("{e}"))?;
-    tally.check(n).context("filling the topic")
+    check_delivered(&tally, n).context("filling the topic")
 }
 
 pub(super) async fn run(a: ConsumeArgs) -> anyhow::Result<Outcome> {

@@ -10,8 +10,9 @@ use weir_client::{DeliveryListener, ProducerRecord};
 
 use super::broker::Broker;
 use super::common::{assigned_consumer, new_producer, usage, Common};
-use super::load::{check_rate, pace, Tally};
+use super::load::{check_delivered, check_rate, pace};
 use super::report::{histogram, record_latency, Meter, Outcome, Progress};
+use crate::tally::Tally;
 
 #[derive(clap::Args)]
 pub(super) struct E2eArgs {
@@ -148,7 +149,7 @@ pub(super) async fn run(a: E2eArgs) -> anyhow::Result<Outcome> {
         .map_err(|e| anyhow!("consuming: {e}"))?;
     let spent = meter.stop(&broker);
     progress.finish().await;
-    tally.check(total)?;
+    check_delivered(&tally, total)?;
     if n < total {
         bail!("{total} records were acknowledged but only {n} arrived at the consumer");
     }

@@ -3,13 +3,12 @@
 
 use std::io::BufRead;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use bytes::Bytes;
-use weir_client::{DeliveryListener, RecordMetadata};
+
+use crate::tally::Tally;
 
 use super::common::usage;
 
@@ -71,48 +70,14 @@ pub(super) async fn pace(start: Instant, sent: u64, rate: f64) {
     }
 }
 
-#[derive(Default)]
-pub(super) struct Tally {
-    pub(super) acked: AtomicU64,
-    failed: AtomicU64,
-    first_error: Mutex<Option<String>>,
-}
-
-impl Tally {
-    pub(super) fn count(&self, result: &weir_client::Result<RecordMetadata>) {
-        match result {
-            Ok(_) => {
-                self.acked.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(e) => {
-                self.failed.fetch_add(1, Ordering::Relaxed);
-                if let Ok(mut f) = self.first_error.lock() {
-                    f.get_or_insert_with(|| e.to_string());
-                }
-            }
-        }
+/// An error naming how many of `total` records failed, and the first failure.
+pub(super) fn check_delivered(tally: &Tally, total: u64) -> anyhow::Result<()> {
+    let failed = tally.failed();
+    if failed == 0 {
+        return Ok(());
     }
-
-    /// An error naming how many of `total` records failed, and the first failure.
-    pub(super) fn check(&self, total: u64) -> anyhow::Result<()> {
-        let failed = self.failed.load(Ordering::Relaxed);
-        if failed == 0 {
-            return Ok(());
-        }
-        let first = self
-            .first_error
-            .lock()
-            .ok()
-            .and_then(|f| f.clone())
-            .unwrap_or_default();
-        bail!("{failed} of {total} records failed (first: {first})")
-    }
-}
-
-impl DeliveryListener for Tally {
-    fn on_delivery(&self, _token: u64, result: weir_client::Result<RecordMetadata>) {
-        self.count(&result);
-    }
+    let first = tally.first_error().map(|(_, e)| e).unwrap_or_default();
+    bail!("{failed} of {total} records failed (first: {first})")
 }
 
 #[cfg(test)]

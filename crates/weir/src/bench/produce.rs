@@ -12,8 +12,9 @@ use weir_client::{DeliveryListener, ProducerRecord, RecordMetadata};
 
 use super::broker::Broker;
 use super::common::{new_producer, usage, Common};
-use super::load::{check_rate, pace, payloads, Tally};
+use super::load::{check_delivered, check_rate, pace, payloads};
 use super::report::{histogram, record_latency, Meter, Outcome, Progress};
+use crate::tally::Tally;
 
 #[derive(clap::Args)]
 pub(super) struct ProduceArgs {
@@ -74,7 +75,7 @@ impl DeliveryListener for Acks {
                 record_latency(&mut h, 0, waited);
             }
         }
-        self.tally.count(&result);
+        self.tally.count(sent_at, &result);
         self.done.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -173,8 +174,8 @@ pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<Outcome> {
     if let Some(e) = failure {
         return Err(e);
     }
-    outcomes.tally.check(a.records)?;
-    let acked = outcomes.tally.acked.load(Ordering::Relaxed);
+    check_delivered(&outcomes.tally, a.records)?;
+    let acked = outcomes.tally.acked();
     let bytes: u64 = (0..acked)
         .map(|i| values[i as usize % values.len()].len() as u64)
         .sum::<u64>();
