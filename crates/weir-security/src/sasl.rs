@@ -120,10 +120,14 @@ impl Credential {
     }
 
     /// From a password, with a new random salt.
-    pub fn from_password(mech: Scram, password: &str, iterations: u32) -> Credential {
-        let salt = random_bytes(32);
+    pub fn from_password(
+        mech: Scram,
+        password: &str,
+        iterations: u32,
+    ) -> Result<Credential, String> {
+        let salt = random_bytes(32)?;
         let salted = mech.salted_password(password.as_bytes(), &salt, iterations);
-        Credential::from_salted(mech, &salted, salt, iterations)
+        Ok(Credential::from_salted(mech, &salted, salt, iterations))
     }
 
     fn accepts_password(&self, mech: Scram, password: &str) -> bool {
@@ -147,10 +151,11 @@ mod b64 {
     }
 }
 
-fn random_bytes(n: usize) -> Vec<u8> {
+/// `n` bytes from the operating system's random source (salts, nonces).
+fn random_bytes(n: usize) -> Result<Vec<u8>, String> {
     let mut b = vec![0u8; n];
-    getrandom::fill(&mut b).expect("the operating system's random source");
-    b
+    getrandom::fill(&mut b).map_err(|e| format!("the operating system's random source: {e}"))?;
+    Ok(b)
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -345,7 +350,8 @@ impl Exchange {
                     }
                 }
                 let credential = users.get(&user, mech).ok_or_else(failed)?;
-                let nonce = format!("{client_nonce}{}", B64.encode(random_bytes(24)));
+                let ours = random_bytes(24).map_err(AuthFailed)?;
+                let nonce = format!("{client_nonce}{}", B64.encode(ours));
                 let server_first = format!(
                     "r={nonce},s={},i={}",
                     B64.encode(&credential.salt),
@@ -611,7 +617,15 @@ impl Session {
             a.mechanisms = offered;
             return a;
         }
-        let exchange = Exchange::start(mechanism).expect("enabled mechanisms are known");
+        // The listener's mechanisms were each checked against `Exchange::start` when the
+        // configuration was read.
+        let Some(exchange) = Exchange::start(mechanism) else {
+            return Session::answer(
+                UNSUPPORTED_SASL_MECHANISM,
+                format!("mechanism {mechanism} is not offered"),
+                false,
+            );
+        };
         self.reauthenticating = reauth;
         self.state = SessionState::Exchanging(Box::new(exchange));
         self.bare_tokens = version == 0;
@@ -752,7 +766,7 @@ mod tests {
     fn plain_checks_jaas_users_then_scram_credentials() {
         let dir = tempfile::tempdir().unwrap();
         let users = Users::load(dir.path()).unwrap();
-        let cred = Credential::from_password(Scram::Sha512, "s3cret", 4096);
+        let cred = Credential::from_password(Scram::Sha512, "s3cret", 4096).unwrap();
         users
             .change(vec![("bob".into(), Scram::Sha512, cred)], vec![])
             .unwrap();

@@ -107,7 +107,7 @@ pub fn run(args: Args) -> ExitCode {
                 return Err("no password on stdin".into());
             }
             let (users, _lock) = open(&data_dir)?;
-            let cred = Credential::from_password(mech, password, iterations);
+            let cred = Credential::from_password(mech, password, iterations)?;
             users.change(vec![(name.clone(), mech, cred)], vec![])?;
             eprintln!("weir users: {name} can authenticate with {}", mech.name());
             Ok(())

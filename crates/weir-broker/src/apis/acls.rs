@@ -16,12 +16,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
-use weir_kafka::acl::{
-    AclBinding, AclBindingFilter, Operation, PatternType, Permission, ResourceType,
-};
+use weir_kafka::acl::{AclBinding, AclBindingFilter, Operation};
 
 use weir_kafka::ApiError;
 use weir_security::acl;
+use weir_security::Authorizer;
 
 use crate::broker::Broker;
 use crate::request::RequestContext;
@@ -32,13 +31,17 @@ fn sb(s: impl Into<String>) -> StrBytes {
 
 const NO_AUTHORIZER: &str = "no authorizer is configured (set authorizer.class.name)";
 
-/// Why the ACL APIs cannot be used by this request, if they cannot.
-fn refused(broker: &Broker, ctx: &RequestContext, op: Operation) -> Option<ApiError> {
-    if broker.authorizer.is_none() {
-        return Some(ApiError::new(E::SecurityDisabled, NO_AUTHORIZER));
-    }
+/// The authorizer whose ACLs this request may use for `op`, or why it may not.
+fn authorizer<'a>(
+    broker: &'a Broker,
+    ctx: &RequestContext,
+    op: Operation,
+) -> Result<&'a Authorizer, ApiError> {
+    let Some(authorizer) = broker.authorizer.as_ref() else {
+        return Err(ApiError::new(E::SecurityDisabled, NO_AUTHORIZER));
+    };
     if !broker.allowed_on_cluster(ctx, op) {
-        return Some(ApiError::new(
+        return Err(ApiError::new(
             E::ClusterAuthorizationFailed,
             format!(
                 "{} may not {} ACLs",
@@ -51,36 +54,21 @@ fn refused(broker: &Broker, ctx: &RequestContext, op: Operation) -> Option<ApiEr
             ),
         ));
     }
-    None
+    Ok(authorizer)
 }
 
 fn binding(
     c: &kafka_protocol::messages::create_acls_request::AclCreation,
 ) -> Result<AclBinding, String> {
-    let known = |what: &str, code: i8, ok: bool| {
-        if ok {
-            Ok(())
-        } else {
-            Err(format!("{what} code {code} is not one an ACL can have"))
-        }
-    };
-    let rt = ResourceType::from_code(c.resource_type);
-    let pt = PatternType::from_code(c.resource_pattern_type);
-    let op = Operation::from_code(c.operation);
-    let perm = Permission::from_code(c.permission_type);
-    known("resource type", c.resource_type, rt.is_some())?;
-    known("pattern type", c.resource_pattern_type, pt.is_some())?;
-    known("operation", c.operation, op.is_some())?;
-    known("permission type", c.permission_type, perm.is_some())?;
-    let b = AclBinding {
-        resource_type: rt.expect("checked"),
-        resource_name: c.resource_name.to_string(),
-        pattern_type: pt.expect("checked"),
-        principal: c.principal.to_string(),
-        host: c.host.to_string(),
-        operation: op.expect("checked"),
-        permission: perm.expect("checked"),
-    };
+    let b = AclBinding::from_wire(
+        c.resource_type,
+        c.resource_name.to_string(),
+        c.resource_pattern_type,
+        c.principal.to_string(),
+        c.host.to_string(),
+        c.operation,
+        c.permission_type,
+    )?;
     b.validate()?;
     Ok(b)
 }
@@ -99,11 +87,13 @@ pub fn create_acls(
         r
     };
     let mut resp = CreateAclsResponse::default();
-    if let Some(e) = refused(broker, ctx, Operation::Alter) {
-        resp.results = req.creations.iter().map(|_| result(Some(&e))).collect();
-        return resp;
-    }
-    let authorizer = broker.authorizer.as_ref().expect("checked by refused");
+    let authorizer = match authorizer(broker, ctx, Operation::Alter) {
+        Ok(a) => a,
+        Err(e) => {
+            resp.results = req.creations.iter().map(|_| result(Some(&e))).collect();
+            return resp;
+        }
+    };
     let checked: Vec<Result<AclBinding, ApiError>> = req
         .creations
         .iter()
@@ -142,11 +132,14 @@ pub fn describe_acls(
     req: DescribeAclsRequest,
 ) -> DescribeAclsResponse {
     let mut resp = DescribeAclsResponse::default();
-    if let Some(e) = refused(broker, ctx, Operation::Describe) {
-        resp.error_code = e.code;
-        resp.error_message = Some(sb(e.message));
-        return resp;
-    }
+    let authorizer = match authorizer(broker, ctx, Operation::Describe) {
+        Ok(a) => a,
+        Err(e) => {
+            resp.error_code = e.code;
+            resp.error_message = Some(sb(e.message));
+            return resp;
+        }
+    };
     let filter = AclBindingFilter::from_wire(
         req.resource_type_filter,
         req.resource_name_filter.as_ref().map(|s| s.as_str()),
@@ -164,11 +157,7 @@ pub fn describe_acls(
             return resp;
         }
     };
-    let found = broker
-        .authorizer
-        .as_ref()
-        .expect("checked")
-        .describe(&filter);
+    let found = authorizer.describe(&filter);
     resp.resources = acl::group_by_resource(found)
         .into_iter()
         .map(|((rt, name, pt), bindings)| {
@@ -205,10 +194,13 @@ pub fn delete_acls(
         r
     };
     let mut resp = DeleteAclsResponse::default();
-    if let Some(e) = refused(broker, ctx, Operation::Alter) {
-        resp.filter_results = req.filters.iter().map(|_| failed(&e)).collect();
-        return resp;
-    }
+    let authorizer = match authorizer(broker, ctx, Operation::Alter) {
+        Ok(a) => a,
+        Err(e) => {
+            resp.filter_results = req.filters.iter().map(|_| failed(&e)).collect();
+            return resp;
+        }
+    };
     let filters: Vec<Result<AclBindingFilter, ApiError>> = req
         .filters
         .iter()
@@ -229,11 +221,7 @@ pub fn delete_acls(
         .iter()
         .filter_map(|f| f.as_ref().ok().cloned())
         .collect();
-    let removed = broker
-        .authorizer
-        .as_ref()
-        .expect("checked")
-        .change(&[], &valid);
+    let removed = authorizer.change(&[], &valid);
     let mut removed = match removed {
         Ok(r) => r.into_iter(),
         Err(e) => {
