@@ -592,11 +592,14 @@ impl Accumulator {
         {
             for queue in self.queues().values() {
                 let mut dq = queue.lock();
-                while dq
-                    .front()
-                    .is_some_and(|b| now.duration_since(b.created) >= self.cfg.delivery_timeout)
-                {
-                    expired.push(dq.pop_front().expect("checked"));
+                let overdue =
+                    |b: &ProducerBatch| now.duration_since(b.created) >= self.cfg.delivery_timeout;
+                while let Some(b) = dq.pop_front() {
+                    if !overdue(&b) {
+                        dq.push_front(b);
+                        break;
+                    }
+                    expired.push(b);
                 }
             }
         }
@@ -726,7 +729,9 @@ impl Accumulator {
                     uncompressed_size: 0,
                 });
             }
-            let piece = pieces.last_mut().expect("just ensured");
+            let piece = pieces
+                .last_mut()
+                .expect("a piece was pushed above when there was none");
             if let Some(b) = piece.builder.as_mut() {
                 let _ = b.append(r.timestamp, r.key, r.value, &headers);
             }

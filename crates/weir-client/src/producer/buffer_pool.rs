@@ -126,13 +126,13 @@ impl BufferPool {
             // The head waiter takes what it can each time memory comes back.
             {
                 let mut s = self.state.lock().map_err(|_| ClientError::Closed)?;
-                let is_head = s.waiters.front().is_some_and(|w| w.id == id);
-                if is_head {
-                    let poolable = self.poolable_size;
-                    let need_whole_buffer = {
-                        let w = s.waiters.front().expect("head exists");
-                        w.gathered == 0 && w.needed == poolable
-                    };
+                let head = s
+                    .waiters
+                    .front()
+                    .filter(|w| w.id == id)
+                    .map(|w| (w.gathered, w.needed));
+                if let Some((gathered, needed)) = head {
+                    let need_whole_buffer = gathered == 0 && needed == self.poolable_size;
                     if need_whole_buffer {
                         if let Some(mut b) = s.free.pop_front() {
                             b.clear();
@@ -141,16 +141,15 @@ impl BufferPool {
                             return Ok(b);
                         }
                     }
-                    let remaining = {
-                        let w = s.waiters.front().expect("head exists");
-                        w.needed - w.gathered
-                    };
+                    let remaining = needed - gathered;
                     self.free_up(&mut s, remaining);
                     let take = remaining.min(s.non_pooled_available);
                     s.non_pooled_available -= take;
-                    let w = s.waiters.front_mut().expect("head exists");
-                    w.gathered += take;
-                    if w.gathered == w.needed {
+                    let gathered = gathered + take;
+                    if let Some(w) = s.waiters.front_mut() {
+                        w.gathered = gathered;
+                    }
+                    if gathered == needed {
                         s.waiters.pop_front();
                         Self::wake_head(&s);
                         drop(s);
@@ -166,8 +165,12 @@ impl BufferPool {
             {
                 // Timed out: give back what was gathered and leave the queue.
                 let mut s = self.state.lock().map_err(|_| ClientError::Closed)?;
-                if let Some(pos) = s.waiters.iter().position(|w| w.id == id) {
-                    let w = s.waiters.remove(pos).expect("position is valid");
+                if let Some(w) = s
+                    .waiters
+                    .iter()
+                    .position(|w| w.id == id)
+                    .and_then(|pos| s.waiters.remove(pos))
+                {
                     s.non_pooled_available += w.gathered;
                 }
                 Self::wake_head(&s);
