@@ -46,6 +46,15 @@ struct TopicEntry {
     sticky: StickyPartition,
 }
 
+/// The topic entries, by name, and the one the last send used: a producer sending to one
+/// topic finds its entry by comparing the record's name with that one's — by pointer first,
+/// when the application reuses its `Arc<str>` — with no hashing.
+#[derive(Default)]
+struct TopicCache {
+    last: Option<Arc<TopicEntry>>,
+    by_name: HashMap<String, Arc<TopicEntry>, foldhash::fast::RandomState>,
+}
+
 struct Inner {
     cfg: ProducerConfig,
     cluster: Arc<Cluster>,
@@ -56,7 +65,7 @@ struct Inner {
     /// Where records without a timestamp get theirs.
     clock: clock::RecordClock,
     /// What each record needs of its topic, kept until the metadata changes.
-    topics: std::sync::Mutex<HashMap<String, Arc<TopicEntry>, foldhash::fast::RandomState>>,
+    topics: std::sync::Mutex<TopicCache>,
     sender_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -103,7 +112,7 @@ impl Producer {
             inner: Arc::new(Inner {
                 sticky: BuiltInPartitioner::new(cfg.batch_size.max(1), cfg.partitioner_adaptive),
                 clock: clock::RecordClock::new(),
-                topics: std::sync::Mutex::new(HashMap::default()),
+                topics: std::sync::Mutex::new(TopicCache::default()),
                 cfg,
                 cluster,
                 acc,
@@ -266,22 +275,31 @@ impl Producer {
     }
 
     /// The topic's cached entry if the metadata has not changed since it was made.
-    fn cached_topic(&self, topic: &str) -> Option<Arc<TopicEntry>> {
+    fn cached_topic(&self, topic: &Arc<str>) -> Option<Arc<TopicEntry>> {
         let inner = &self.inner;
         let generation = inner.cluster.generation();
-        let cached = inner.topics.lock().ok()?.get(topic).cloned()?;
+        let mut cache = inner.topics.lock().ok()?;
+        let cached = match &cache.last {
+            Some(e) if Arc::ptr_eq(&e.name, topic) || *e.name == **topic => e.clone(),
+            _ => {
+                let e = cache.by_name.get(&**topic).cloned()?;
+                cache.last = Some(e.clone());
+                e
+            }
+        };
         (cached.generation == generation).then_some(cached)
     }
 
     /// The topic's cached entry, remade when the metadata has changed since.
-    async fn topic_entry(&self, topic: &str, deadline: Instant) -> Result<Arc<TopicEntry>> {
+    async fn topic_entry(&self, topic: &Arc<str>, deadline: Instant) -> Result<Arc<TopicEntry>> {
         if let Some(e) = self.cached_topic(topic) {
             return Ok(e);
         }
         let inner = &self.inner;
         let generation = inner.cluster.generation();
         let info = self.wait_for_topic(topic, deadline).await?;
-        let name: Arc<str> = topic.into();
+        // The caller's own `Arc`, so that its next sends find the entry by pointer.
+        let name = topic.clone();
         let queues = (0..info.partitions.len())
             .map(|p| {
                 inner
@@ -297,7 +315,8 @@ impl Producer {
             sticky: StickyPartition::default(),
         });
         if let Ok(mut t) = inner.topics.lock() {
-            t.insert(topic.to_string(), entry.clone());
+            t.by_name.insert(topic.to_string(), entry.clone());
+            t.last = Some(entry.clone());
         }
         Ok(entry)
     }
