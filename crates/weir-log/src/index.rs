@@ -4,6 +4,9 @@
 //! entries) and trimmed to its entries when its segment stops being active; an existing
 //! file's length tells how many entries it holds. This module knows nothing of the log
 //! file: it stores and searches entries, and says when an index cannot be trusted.
+//! An index holds no descriptor: its mapping stays valid without one, and the file is
+//! opened by path for a moment only for what a mapping cannot do (resize, fallocate,
+//! fsync, reading past the mapping).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -19,7 +22,6 @@ const WARM_BYTES: usize = 8192;
 #[derive(Debug)]
 struct IndexFile {
     path: PathBuf,
-    file: File,
     mmap: Option<MmapMut>,
     entry_size: usize,
     entries: usize,
@@ -29,6 +31,9 @@ struct IndexFile {
     partial_entry: bool,
     /// Bytes from the start known to have disk blocks (see `reserve`).
     allocated: usize,
+    /// Tests: the file opens read-only, so that changing its length fails.
+    #[cfg(test)]
+    read_only: bool,
 }
 
 /// The unit in which index files get their disk blocks ahead of entries.
@@ -38,6 +43,7 @@ impl IndexFile {
     /// Opens or creates an index. A new file is preallocated to `max_index_size`; an
     /// existing one keeps its entries and, if `active`, is grown back to that size.
     fn open(path: &Path, max_index_size: u32, entry_size: usize, active: bool) -> io::Result<Self> {
+        // The descriptor lives only as long as this call: the mapping does not need it.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -50,20 +56,23 @@ impl IndexFile {
         let capacity = (max_index_size as usize / entry_size) * entry_size;
         let mut index = IndexFile {
             path: path.to_path_buf(),
-            file,
             mmap: None,
             entry_size,
             entries: if new_file { 0 } else { entries },
             max_entries: 0,
             partial_entry: !len.is_multiple_of(entry_size),
             allocated: 0,
+            #[cfg(test)]
+            read_only: false,
         };
         // Pages holding entries have blocks; the one the next entry goes to may not.
         index.allocated = index.entries * entry_size / PAGE * PAGE;
         if new_file || active {
-            index.resize(capacity.max(index.entries * entry_size))?;
+            let result = index.remap_at(&file, capacity.max(index.entries * entry_size));
+            index.forget_if_unmapped();
+            result?;
         } else {
-            index.map(len - len % entry_size)?;
+            index.map(&file, len - len % entry_size)?;
         }
         Ok(index)
     }
@@ -73,12 +82,22 @@ impl IndexFile {
         self.partial_entry
     }
 
-    fn map(&mut self, len: usize) -> io::Result<()> {
+    /// Opens the file for a moment, by path (see the module's note).
+    fn open_file(&self) -> io::Result<File> {
+        #[cfg(test)]
+        if self.read_only {
+            return File::open(&self.path);
+        }
+        OpenOptions::new().read(true).write(true).open(&self.path)
+    }
+
+    fn map(&mut self, file: &File, len: usize) -> io::Result<()> {
         self.mmap = None;
         if len > 0 {
             // SAFETY: the file is ours (the log directory is locked against other
-            // processes), and we only change its length after dropping this mapping.
-            let mmap = unsafe { memmap2::MmapOptions::new().len(len).map_mut(&self.file)? };
+            // processes), and we only change its length after dropping this mapping. The
+            // mapping outlives `file`: a mapping keeps its file, not its descriptor.
+            let mmap = unsafe { memmap2::MmapOptions::new().len(len).map_mut(file)? };
             // Entries are appended a few bytes at a time and looked up by binary search:
             // read-ahead only fills (and zeroes) pages of a preallocated, mostly empty file.
             // Without this, the first append to each of 1,000 partitions' indexes faulted in
@@ -91,22 +110,24 @@ impl IndexFile {
         Ok(())
     }
 
-    /// Sets the file length (whole entries), keeping as many entries as fit.
+    /// Sets the file length (whole entries), keeping as many entries as fit. A file that
+    /// cannot be opened leaves the index as it was.
     fn resize(&mut self, len: usize) -> io::Result<()> {
-        let result = self.remap_at(len);
+        let file = self.open_file()?;
+        let result = self.remap_at(&file, len);
         self.forget_if_unmapped();
         result
     }
 
-    fn remap_at(&mut self, len: usize) -> io::Result<()> {
+    fn remap_at(&mut self, file: &File, len: usize) -> io::Result<()> {
         let len = len - len % self.entry_size;
         if let Some(m) = &self.mmap {
             m.flush()?;
         }
         self.mmap = None;
-        self.file.set_len(len as u64)?;
+        file.set_len(len as u64)?;
         self.allocated = self.allocated.min(len);
-        self.map(len)?;
+        self.map(file, len)?;
         self.entries = self.entries.min(self.max_entries);
         Ok(())
     }
@@ -132,7 +153,8 @@ impl IndexFile {
     fn entry_from_file(&self, n: usize) -> Option<Vec<u8>> {
         use std::os::unix::fs::FileExt;
         let mut e = vec![0u8; self.entry_size];
-        self.file
+        File::open(&self.path)
+            .ok()?
             .read_exact_at(&mut e, (n * self.entry_size) as u64)
             .ok()?;
         Some(e)
@@ -166,13 +188,14 @@ impl IndexFile {
             .next_multiple_of(PAGE)
             .min(self.max_entries * self.entry_size)
             .max(end);
+        let file = self.open_file()?;
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::AsRawFd;
-            // SAFETY: fallocate on a descriptor this struct owns; no memory is passed.
+            // SAFETY: fallocate on a descriptor `file` owns for this call; no memory is passed.
             let r = unsafe {
                 libc::fallocate(
-                    self.file.as_raw_fd(),
+                    file.as_raw_fd(),
                     0,
                     from as libc::off_t,
                     (to - from) as libc::off_t,
@@ -194,8 +217,7 @@ impl IndexFile {
         // entry is overwritten), which allocates the blocks or fails with the disk full.
         use std::os::unix::fs::FileExt;
         let data_end = (self.entries * self.entry_size).max(from);
-        self.file
-            .write_all_at(&vec![0u8; to - data_end], data_end as u64)?;
+        file.write_all_at(&vec![0u8; to - data_end], data_end as u64)?;
         self.allocated = to;
         Ok(())
     }
@@ -211,12 +233,13 @@ impl IndexFile {
     }
 
     fn clear_and_remap(&mut self) -> io::Result<()> {
-        let len = self.file.metadata()?.len();
+        let file = self.open_file()?;
+        let len = file.metadata()?.len();
         self.mmap = None;
-        self.file.set_len(0)?;
-        self.file.set_len(len)?;
+        file.set_len(0)?;
+        file.set_len(len)?;
         self.allocated = 0;
-        self.map(len as usize - len as usize % self.entry_size)?;
+        self.map(&file, len as usize - len as usize % self.entry_size)?;
         self.entries = 0;
         self.partial_entry = false;
         Ok(())
@@ -251,7 +274,8 @@ impl IndexFile {
         if let Some(m) = &self.mmap {
             m.flush()?;
         }
-        crate::durable::sync_all(&self.file, &self.path)
+        // Also makes a length changed by a resize durable, which msync does not.
+        crate::durable::sync_all(&File::open(&self.path)?, &self.path)
     }
 
     fn size_in_bytes(&self) -> usize {
@@ -789,7 +813,7 @@ mod tests {
         idx.append(9, 200).unwrap();
         // A descriptor that cannot change the file's length: the resize fails after the
         // mapping is dropped.
-        idx.inner.file = File::open(&path).unwrap();
+        idx.inner.read_only = true;
         assert!(idx.trim_to_valid_size().is_err());
         // Answers without reading through a mapping it no longer has.
         assert_eq!(idx.entries(), 0);
@@ -804,11 +828,7 @@ mod tests {
         assert!(idx.is_full());
         assert!(idx.append(10, 300).is_err());
         // Once the file can change length again, the index works again (empty).
-        idx.inner.file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
+        idx.inner.read_only = false;
         idx.resize(1024).unwrap();
         idx.append(10, 300).unwrap();
         assert_eq!(idx.lookup(10).position, 300);
