@@ -14,6 +14,7 @@ use weir_kafka::limits::MAX_DECOMPRESSED_BATCH_BYTES;
 use weir_record::{BatchBuilder, Compression, Header, LogEntry, Record, RecordBatch};
 
 use crate::error::{LogError, Result};
+use crate::file_cache::{SegmentFileCache, SharedFile};
 use crate::log::PartitionLog;
 use crate::segment::{walk_entries, LogSegment, CLEANED_SUFFIX};
 
@@ -223,11 +224,13 @@ pub enum CrashPoint {
 }
 
 /// What the cleaner needs of a segment, taken under the log's lock so the rest of the
-/// pass can read the (immutable, inactive) segment files without it.
+/// pass can read the (immutable, inactive) segment files without it. The file is opened
+/// through the log's cache when the pass reads it, one segment at a time, so a pass over
+/// hundreds of segments holds one or two descriptors, not hundreds.
 #[derive(Debug, Clone)]
 struct SegmentSnapshot {
     base: i64,
-    file: std::sync::Arc<std::fs::File>,
+    file: SharedFile,
     size: u64,
     next_offset: i64,
     offset_index_bytes: usize,
@@ -240,7 +243,7 @@ fn snapshot(log: &PartitionLog, below: i64) -> Result<Vec<SegmentSnapshot>> {
     for (&base, seg) in log.segments().range(..below) {
         out.push(SegmentSnapshot {
             base,
-            file: seg.log_file().clone(),
+            file: seg.shared_log_file(),
             size: seg.size(),
             next_offset: seg.read_next_offset()?,
             offset_index_bytes: seg.offset_index().size_in_bytes(),
@@ -281,20 +284,25 @@ pub fn clean_with_crash(
 ) -> Result<CleanStats> {
     map.clear();
     let mut stats = CleanStats::default();
-    let (segments, config, dir) = {
+    let (segments, config, dir, files) = {
         let log = lock(log)?;
         let active = log.active_base();
         (
             snapshot(&log, first_uncleanable.min(active))?,
             log.config().clone(),
             log.dir().to_path_buf(),
+            log.files().clone(),
         )
     };
     // 1. The offset map over the dirty range, stopping when it is full.
     let mut end_offset = first_dirty;
     for seg in segments.iter().filter(|s| s.next_offset > first_dirty) {
         let mut full = false;
-        walk_entries(&seg.file, 0, seg.size, |_, entry| {
+        let Some(file) = open_snapshot(seg)? else {
+            // Retention or truncation took it meanwhile: the map ends before it.
+            break;
+        };
+        walk_entries(&file, 0, seg.size, |_, entry| {
             let (first, last) = entry_offsets(&entry);
             if last < first_dirty {
                 return Ok(ControlFlow::Continue(()));
@@ -367,7 +375,14 @@ pub fn clean_with_crash(
         groups.push(vec![seg]);
     }
     for group in groups {
-        let cleaned = clean_group(&dir, map, &group, end_offset, now_ms, &config, &mut stats)?;
+        let cleaned = clean_group(
+            &dir, &files, map, &group, end_offset, now_ms, &config, &mut stats,
+        )?;
+        let Some(cleaned) = cleaned else {
+            // A segment of the group went meanwhile: the pass ends short of its goal.
+            stats.end_offset = group[0].base.max(first_dirty);
+            break;
+        };
         if crash == Some(CrashPoint::AfterCleaned) {
             break;
         }
@@ -407,21 +422,26 @@ fn is_control(entry: &LogEntry<'_>) -> bool {
 }
 
 /// Writes the surviving records of `group` into a new `.cleaned` segment.
+#[allow(clippy::too_many_arguments)]
 fn clean_group(
     dir: &std::path::Path,
+    files: &std::sync::Arc<SegmentFileCache>,
     map: &OffsetMap,
     group: &[&SegmentSnapshot],
     end_offset: i64,
     now_ms: i64,
     config: &crate::config::LogConfig,
     stats: &mut CleanStats,
-) -> Result<LogSegment> {
+) -> Result<Option<LogSegment>> {
     let first = group[0].base;
     // Leftovers of an earlier failed attempt.
-    for p in crate::log::segment_paths(dir, first, CLEANED_SUFFIX) {
-        let _ = std::fs::remove_file(p);
-    }
-    let mut cleaned = LogSegment::open(dir, first, config, true, CLEANED_SUFFIX, now_ms)?;
+    let remove_cleaned = || {
+        for p in crate::log::segment_paths(dir, first, CLEANED_SUFFIX) {
+            let _ = std::fs::remove_file(p);
+        }
+    };
+    remove_cleaned();
+    let mut cleaned = LogSegment::open(dir, first, config, true, CLEANED_SUFFIX, now_ms, files)?;
     // Legacy (v0/v1) tombstones go by the age of the segment holding them.
     let legacy_horizon = now_ms - config.delete_retention_ms;
     for seg in group {
@@ -429,7 +449,12 @@ fn clean_group(
         let mut out: Vec<u8> = Vec::new();
         let mut out_last = -1i64;
         let mut out_max_ts = (-1i64, -1i64);
-        walk_entries(&seg.file, 0, seg.size, |_, entry| {
+        let Some(file) = open_snapshot(seg)? else {
+            drop(cleaned);
+            remove_cleaned();
+            return Ok(None);
+        };
+        walk_entries(&file, 0, seg.size, |_, entry| {
             stats.bytes_read += entry.size_in_bytes() as u64;
             let (_, last) = entry_offsets(&entry);
             if let Some(kept) = filter_entry(
@@ -474,7 +499,17 @@ fn clean_group(
     cleaned.on_become_inactive()?;
     cleaned.flush()?;
     cleaned.set_last_modified(group.last().map_or(now_ms, |s| s.last_modified_ms))?;
-    Ok(cleaned)
+    Ok(Some(cleaned))
+}
+
+/// The file of a segment in the pass's snapshot, or `None` if the segment has left the log
+/// since (its file is closed for good, or gone from the disk).
+fn open_snapshot(seg: &SegmentSnapshot) -> Result<Option<std::sync::Arc<std::fs::File>>> {
+    match seg.file.open() {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 enum Kept {

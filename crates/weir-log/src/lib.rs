@@ -11,6 +11,8 @@
 //! - [`LogManager`]: the data directories, checkpoints, the lock and the clean-shutdown
 //!   marker, parallel loading, and the background work (retention, flushing, compaction).
 //! - [`LogConfig`]: Kafka's topic-level settings with Kafka's defaults.
+//! - [`SegmentFileCache`]: the bounded set of open `.log` files every log of a manager
+//!   shares, so that idle partitions hold no descriptor.
 //!
 //! Everything here is synchronous `std::fs` plus `mmap` for indexes; callers that are
 //! async wrap it. Nothing here speaks the network.
@@ -21,6 +23,7 @@ pub mod config;
 pub mod durable;
 pub mod epoch;
 pub mod error;
+pub mod file_cache;
 pub mod index;
 pub mod log;
 pub mod manager;
@@ -31,6 +34,7 @@ pub mod validator;
 
 pub use config::{CleanupPolicy, ConfigError, LogConfig, TopicCompression};
 pub use error::{LogError, Result};
+pub use file_cache::{SegmentFileCache, DEFAULT_MAX_OPEN_SEGMENT_FILES};
 pub use log::{FetchData, LoadParams, LoadReport, LogAppendInfo, PartitionLog};
 pub use manager::{
     is_disk_failure, lock_data_dir, DataDirLock, DirHealth, LogManager, LogManagerConfig,

@@ -20,6 +20,7 @@ use crate::checkpoint;
 use crate::config::LogConfig;
 use crate::epoch::LeaderEpochCache;
 use crate::error::{LogError, Result};
+use crate::file_cache::SegmentFileCache;
 use crate::index::TimestampOffset;
 use crate::metrics::{Histogram, LogMetrics};
 use crate::producer_state::{ProducerStateManager, SequenceCheck};
@@ -106,6 +107,8 @@ pub struct PartitionLog {
     /// Files were created or renamed in the directory since its last fsync: until the
     /// next flush syncs it, a power loss could lose a segment whose bytes were synced.
     dir_dirty: bool,
+    /// The open segment files this log shares with others (its manager's).
+    files: Arc<SegmentFileCache>,
 }
 
 /// Why a partition log always has a segment (the last one is the active segment): loading
@@ -127,7 +130,8 @@ fn remove_if_exists(p: &Path) -> io::Result<()> {
 }
 
 impl PartitionLog {
-    /// Creates the directory of a new partition (with `partition.metadata`) and opens it.
+    /// Creates the directory of a new partition (with `partition.metadata`) and opens it,
+    /// its segment files counted in the process's default cache of open files.
     pub fn create(
         dir: &Path,
         tp: TopicPartition,
@@ -135,27 +139,65 @@ impl PartitionLog {
         config: Arc<LogConfig>,
         now_ms: i64,
     ) -> Result<PartitionLog> {
-        fs::create_dir_all(dir)?;
-        checkpoint::write_partition_metadata(&dir.join(PARTITION_METADATA_FILE), topic_id)?;
-        // The partition's directory itself must survive a power loss.
-        if let Some(parent) = dir.parent() {
-            crate::durable::sync_dir(parent)?;
+        let files = SegmentFileCache::process_default();
+        PartitionLog::create_in(dir, tp, topic_id, config, now_ms, files)
+    }
+
+    /// `create`, with the segment files counted in `files`. All or nothing: if any step
+    /// fails (no descriptor left, a full or failing disk), the directory it made is
+    /// removed again and no file of it stays open.
+    pub fn create_in(
+        dir: &Path,
+        tp: TopicPartition,
+        topic_id: uuid::Uuid,
+        config: Arc<LogConfig>,
+        now_ms: i64,
+        files: &Arc<SegmentFileCache>,
+    ) -> Result<PartitionLog> {
+        let existed = fs::symlink_metadata(dir).is_ok();
+        let created = (|| {
+            fs::create_dir_all(dir)?;
+            checkpoint::write_partition_metadata(&dir.join(PARTITION_METADATA_FILE), topic_id)?;
+            // The partition's directory itself must survive a power loss.
+            if let Some(parent) = dir.parent() {
+                crate::durable::sync_dir(parent)?;
+            }
+            let params = LoadParams {
+                had_clean_shutdown: true,
+                now_ms,
+                ..Default::default()
+            };
+            Ok(PartitionLog::open_in(dir, tp, config, params, files)?.0)
+        })();
+        // The half-made log, if any, was dropped with its files: its descriptors are free
+        // for the removal.
+        if created.is_err() && !existed {
+            remove_partial_dir(dir, &[0]);
         }
-        let params = LoadParams {
-            had_clean_shutdown: true,
-            now_ms,
-            ..Default::default()
-        };
-        Ok(PartitionLog::open(dir, tp, config, params)?.0)
+        created
     }
 
     /// Loads a partition from its directory, cleaning up what an interrupted compaction or
     /// deletion left, and recovering after an unclean shutdown from the recovery point on.
+    /// Its segment files are counted in the process's default cache of open files.
     pub fn open(
         dir: &Path,
         tp: TopicPartition,
         config: Arc<LogConfig>,
         params: LoadParams,
+    ) -> Result<(PartitionLog, LoadReport)> {
+        PartitionLog::open_in(dir, tp, config, params, SegmentFileCache::process_default())
+    }
+
+    /// `open`, with the segment files counted in `files`: a segment's `.log` file is
+    /// opened only while loading needs it (recovery reads it), and closed by the cache
+    /// when others need the room.
+    pub fn open_in(
+        dir: &Path,
+        tp: TopicPartition,
+        config: Arc<LogConfig>,
+        params: LoadParams,
+        files: &Arc<SegmentFileCache>,
     ) -> Result<(PartitionLog, LoadReport)> {
         let now = params.now_ms;
         let mut report = LoadReport::default();
@@ -241,7 +283,7 @@ impl PartitionLog {
                 rebuild_indexes.insert(base);
             }
             let active = Some(base) == last_base;
-            let seg = LogSegment::open(dir, base, &config, active, "", now)?;
+            let seg = LogSegment::open(dir, base, &config, active, "", now, files)?;
             if let Err(e) = seg.sanity_check() {
                 tracing::warn!(partition = %tp, "{e}; rebuilding the index");
                 rebuild_indexes.insert(base);
@@ -311,7 +353,10 @@ impl PartitionLog {
             Some(&base) => base,
             None => {
                 let base = params.log_start_offset.unwrap_or(0).max(0);
-                segments.insert(base, LogSegment::open(dir, base, &config, true, "", now)?);
+                segments.insert(
+                    base,
+                    LogSegment::open(dir, base, &config, true, "", now, files)?,
+                );
                 base
             }
         };
@@ -337,6 +382,14 @@ impl PartitionLog {
         } else {
             params.recovery_point.unwrap_or(0).min(log_end_offset)
         };
+        // Segments wholly below the one holding the recovery point (all of them after a
+        // clean shutdown) were flushed before the stop, and recovery left them alone:
+        // closing their files needs no fsync. The others' state is unknown until synced.
+        for (base, seg) in &segments {
+            if *base < recover_from && !rebuild_indexes.contains(base) {
+                seg.mark_log_durable();
+            }
+        }
         epochs.truncate_from_end(log_end_offset);
         epochs.truncate_from_start(log_start_offset);
         epochs.flush()?;
@@ -368,6 +421,7 @@ impl PartitionLog {
                 producers,
                 // Loading may have made, renamed or removed files.
                 dir_dirty: true,
+                files: files.clone(),
             },
             report,
         ))
@@ -656,7 +710,15 @@ impl PartitionLog {
         }
         // If the new segment cannot be made (a full disk), the old one stays active, its
         // indexes full, so the next append tries the roll again.
-        let seg = LogSegment::open(&self.dir, new_base, &self.config, true, "", now_ms)?;
+        let seg = LogSegment::open(
+            &self.dir,
+            new_base,
+            &self.config,
+            true,
+            "",
+            now_ms,
+            &self.files,
+        )?;
         let replaced = if replace_empty {
             self.segments.remove(&active_base)
         } else {
@@ -901,7 +963,15 @@ impl PartitionLog {
         self.dir_dirty = true;
         self.segments.insert(
             offset,
-            LogSegment::open(&self.dir, offset, &self.config, true, "", now_ms)?,
+            LogSegment::open(
+                &self.dir,
+                offset,
+                &self.config,
+                true,
+                "",
+                now_ms,
+                &self.files,
+            )?,
         );
         self.log_end_offset = offset;
         self.log_start_offset = offset;
@@ -1058,6 +1128,27 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// How many of its segments' `.log` files are open right now.
+    pub fn open_segment_files(&self) -> usize {
+        self.segments
+            .values()
+            .filter(|s| s.is_log_file_open())
+            .count()
+    }
+
+    /// The cache of open files its segments use.
+    pub(crate) fn files(&self) -> &Arc<SegmentFileCache> {
+        &self.files
+    }
+
+    /// Closes every segment file for good, without an fsync (the log is being deleted):
+    /// later reads and writes fail, while slices already handed out stay readable.
+    pub(crate) fn retire_files(&self) {
+        for seg in self.segments.values() {
+            seg.retire_log_file();
+        }
+    }
+
     /// Renames the directory (e.g. to `<topic>-<p>.<uuid>-delete`) and keeps working from
     /// there.
     pub fn rename_dir(&mut self, to: &Path) -> Result<()> {
@@ -1157,7 +1248,7 @@ fn rebuild_producer_state(
         .map_or(i64::MIN, |(b, _)| *b);
     for (_, seg) in segments.range(first..) {
         let start = seg.offset_index().lookup(from).position as u64;
-        walk_headers(seg.log_file(), start, seg.size(), |h| {
+        walk_headers(&*seg.log_file()?, start, seg.size(), |h| {
             if h.last_offset >= from {
                 if let Some(p) = &h.producer {
                     producers.replay(h.offset_field, h.max_timestamp, p);
@@ -1168,6 +1259,41 @@ fn rebuild_producer_state(
     }
     producers.advance_to(log_end_offset);
     Ok(())
+}
+
+/// Removes the directory of a partition whose creation failed. Its own descriptors are
+/// closed by now; if the process is still out of them (`remove_dir_all` needs one to list
+/// the directory), the files creation makes are unlinked by name, which needs none.
+pub(crate) fn remove_partial_dir(dir: &Path, segment_bases: &[i64]) {
+    if let Err(e) = fs::remove_dir_all(dir) {
+        if e.kind() == io::ErrorKind::NotFound {
+            return;
+        }
+        let mut names: Vec<PathBuf> = [PARTITION_METADATA_FILE, crate::epoch::CHECKPOINT_FILE]
+            .iter()
+            .flat_map(|n| [dir.join(n), dir.join(format!("{n}.tmp"))])
+            .collect();
+        for base in segment_bases {
+            names.extend(segment_paths(dir, *base, ""));
+        }
+        for p in &names {
+            let _ = remove_if_exists(p);
+        }
+        if let Err(e2) = fs::remove_dir(dir) {
+            tracing::error!(
+                "cannot remove {} after its creation failed: {e}; {e2}",
+                dir.display()
+            );
+            return;
+        }
+    }
+    // So that a power loss does not bring the directory back. Best effort: without it the
+    // directory may come back after a power loss, empty or partly made.
+    if let Some(parent) = dir.parent() {
+        if let Err(e) = crate::durable::sync_dir(parent) {
+            tracing::warn!("fsync of {} failed: {e}", parent.display());
+        }
+    }
 }
 
 /// The base offsets of the `.log` files in `dir`, ascending.

@@ -17,6 +17,7 @@ use crate::checkpoint;
 use crate::cleaner::{self, Cleanability, OffsetMap};
 use crate::config::LogConfig;
 use crate::error::{LogError, Result};
+use crate::file_cache::{self, SegmentFileCache, DEFAULT_MAX_OPEN_SEGMENT_FILES};
 use crate::log::{LoadParams, PartitionLog};
 use weir_kafka::TopicPartition;
 
@@ -58,6 +59,13 @@ pub struct LogManagerConfig {
     pub cleaner_dedupe_buffer_size: usize,
     /// `log.cleaner.backoff.ms`.
     pub cleaner_backoff_ms: i64,
+    /// How many segment (`.log`) files may be open at once, over every partition (no
+    /// Kafka equivalent: Kafka keeps every file open). Segments open their file when used
+    /// and the least recently used is closed when the limit is reached, so the number of
+    /// partitions and segments is not bounded by the process's descriptor limit. Default
+    /// `DEFAULT_MAX_OPEN_SEGMENT_FILES` (512); the broker sets it from its descriptor
+    /// budget. Index files hold no descriptor. At least 1.
+    pub max_open_segment_files: usize,
 }
 
 impl LogManagerConfig {
@@ -74,6 +82,7 @@ impl LogManagerConfig {
             cleaner_enable: true,
             cleaner_dedupe_buffer_size: cleaner::DEFAULT_DEDUPE_BUFFER_SIZE,
             cleaner_backoff_ms: 15_000,
+            max_open_segment_files: DEFAULT_MAX_OPEN_SEGMENT_FILES,
         }
     }
 }
@@ -165,6 +174,8 @@ struct Inner {
     config: LogManagerConfig,
     cluster_id: String,
     dirs: Vec<LogDir>,
+    /// Every log's open segment files.
+    files: Arc<SegmentFileCache>,
     state: RwLock<State>,
     shutdown: Mutex<bool>,
     wake: Condvar,
@@ -263,6 +274,11 @@ impl LogManager {
                 "log.dirs names no directory",
             )));
         }
+        if config.max_open_segment_files == 0 {
+            return Err(LogError::Io(io::Error::other(
+                "max_open_segment_files must be at least 1",
+            )));
+        }
         let mut report = StartupReport {
             had_clean_shutdown: true,
             ..Default::default()
@@ -290,6 +306,17 @@ impl LogManager {
         }
         let cluster_id =
             cluster_id.unwrap_or_else(|| checkpoint::uuid_to_base64(uuid::Uuid::new_v4()));
+        // A failed fsync of a file the cache closes takes its directory offline at once,
+        // as a failed flush does.
+        let healths: Vec<Arc<DirHealth>> = dirs.iter().map(|d| d.health.clone()).collect();
+        let files = SegmentFileCache::with_sync_error_hook(
+            config.max_open_segment_files,
+            Box::new(move |path, err| {
+                if let Some(h) = healths.iter().find(|h| path.starts_with(h.path())) {
+                    h.observe(&LogError::Io(file_cache::copy_error(err)));
+                }
+            }),
+        );
         for d in &dirs {
             let meta = d.path.join(META_PROPERTIES);
             if !meta.exists() {
@@ -376,15 +403,16 @@ impl LogManager {
                         .get(&*job.tp.topic)
                         .cloned()
                         .unwrap_or_else(|| config.default_config.clone());
-                    let r = PartitionLog::open(&job.path, job.tp.clone(), cfg, job.params)
-                        .map(|(log, rep)| (job.dir_index, job.tp.clone(), log, rep))
-                        .map_err(|e| match e {
-                            LogError::Io(io) => LogError::Io(io::Error::new(
-                                io.kind(),
-                                format!("loading {}: {io}", job.path.display()),
-                            )),
-                            other => other,
-                        });
+                    let r =
+                        PartitionLog::open_in(&job.path, job.tp.clone(), cfg, job.params, &files)
+                            .map(|(log, rep)| (job.dir_index, job.tp.clone(), log, rep))
+                            .map_err(|e| match e {
+                                LogError::Io(io) => LogError::Io(io::Error::new(
+                                    io.kind(),
+                                    format!("loading {}: {io}", job.path.display()),
+                                )),
+                                other => other,
+                            });
                     if let Ok(mut r2) = results.lock() {
                         r2.push(r);
                     }
@@ -412,6 +440,7 @@ impl LogManager {
                 config,
                 cluster_id,
                 dirs,
+                files,
                 state: RwLock::new(State {
                     logs,
                     cleaner_checkpoints,
@@ -445,6 +474,19 @@ impl LogManager {
     }
     pub fn log_dirs(&self) -> Vec<PathBuf> {
         self.inner.dirs.iter().map(|d| d.path.clone()).collect()
+    }
+
+    /// The descriptors the logs hold right now: open segment files (at most
+    /// `max_open_segment_files`, plus files the cache closed that a fetch's slice still
+    /// reads) and one lock per data directory. Beyond these, a thread doing log I/O opens
+    /// a file or two for a moment (an index resize, a checkpoint, a directory fsync).
+    pub fn open_files(&self) -> usize {
+        self.inner.files.open_files() + self.inner.dirs.len()
+    }
+
+    /// The cache of open segment files every log of this manager shares.
+    pub fn segment_files(&self) -> &Arc<SegmentFileCache> {
+        &self.inner.files
     }
 
     fn state(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -502,7 +544,9 @@ impl LogManager {
     }
 
     /// Creates a partition's log in the data directory holding the fewest partitions, or
-    /// returns the existing one.
+    /// returns the existing one. All or nothing: a creation that fails part-way (no
+    /// descriptor left, a full or failing disk) leaves no directory or file behind, holds
+    /// no descriptor, and registers nothing.
     pub fn get_or_create_log(
         &self,
         tp: &TopicPartition,
@@ -526,21 +570,33 @@ impl LogManager {
             .ok_or_else(|| LogError::Offline("every data directory is offline".into()))?;
         let dir = &self.inner.dirs[dir_index];
         let path = dir.path.join(tp.dir_name());
-        let log = PartitionLog::create(&path, tp.clone(), topic_id, config, now_ms())
-            .inspect_err(|e| dir.health.observe(e))?;
+        let log = PartitionLog::create_in(
+            &path,
+            tp.clone(),
+            topic_id,
+            config,
+            now_ms(),
+            &self.inner.files,
+        )
+        .inspect_err(|e| dir.health.observe(e))?;
         let shared = Arc::new(Mutex::new(log));
         state.logs.insert(tp.clone(), (dir_index, shared.clone()));
         Ok(shared)
     }
 
-    /// Deletes a partition's log: its directory is renamed `<topic>-<p>.<id>-delete` at
-    /// once (so it is gone for readers and a restart) and removed in the background.
+    /// Deletes a partition's log: its files are closed at once (whoever still holds the
+    /// log gets errors from now on; slices already handed out stay readable), and its
+    /// directory is renamed `<topic>-<p>.<id>-delete` (so it is gone for readers and a
+    /// restart) and removed in the background. A log that holds no record, such as one
+    /// just created whose topic's creation is being rolled back, is a handful of small
+    /// files: it is removed before this returns, so that nothing of it is left.
     pub fn delete_log(&self, tp: &TopicPartition) -> Result<bool> {
         let Some((_, shared)) = self.state_mut().logs.remove(tp) else {
             return Ok(false);
         };
         self.state_mut().cleaner_checkpoints.remove(tp);
         let mut log = shared.lock().unwrap_or_else(|e| e.into_inner());
+        log.retire_files();
         let dir = log.dir().to_path_buf();
         let doomed = dir.with_file_name(format!(
             "{}.{}{DELETE_DIR_SUFFIX}",
@@ -548,7 +604,13 @@ impl LogManager {
             uuid::Uuid::new_v4().simple()
         ));
         log.rename_dir(&doomed)?;
+        let holds_nothing = log.size_in_bytes() == 0;
+        let bases = log.segment_bases();
         drop(log);
+        if holds_nothing {
+            crate::log::remove_partial_dir(&doomed, &bases);
+            return Ok(true);
+        }
         std::thread::spawn(move || {
             if let Err(e) = fs::remove_dir_all(&doomed) {
                 tracing::warn!("could not remove {}: {e}", doomed.display());

@@ -5,7 +5,7 @@
 //! by re-reading and re-indexing every batch. It does not decide when to roll, delete or
 //! flush; the partition log does.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
@@ -16,6 +16,7 @@ use weir_kafka::limits::MAX_DECOMPRESSED_BATCH_BYTES;
 use weir_record::{LogEntry, LOG_OVERHEAD};
 
 use crate::config::LogConfig;
+use crate::file_cache::{CachedFile, SegmentFileCache, SharedFile};
 use crate::index::{OffsetIndex, TimeIndex, TimestampOffset};
 
 pub const LOG_SUFFIX: &str = ".log";
@@ -325,26 +326,29 @@ fn write_all_vectored_at(file: &File, pieces: &[&[u8]], mut offset: u64) -> io::
     Ok(())
 }
 
-/// The `.log` file of a segment.
+/// The `.log` file of a segment, opened through the shared cache of open files when used
+/// (so a segment holds no descriptor while it is idle). `size` counts whole entries.
 #[derive(Debug)]
 struct SegmentFile {
     path: PathBuf,
-    file: Arc<File>,
+    handle: CachedFile,
     size: u64,
 }
 
 impl SegmentFile {
-    fn open(path: &Path) -> io::Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        let size = file.metadata()?.len();
+    /// An existing file is only looked at (its size); a missing one is created, and kept
+    /// open for the appends that follow.
+    fn open(path: &Path, files: &Arc<SegmentFileCache>) -> io::Result<Self> {
+        let (handle, size) = match std::fs::metadata(path) {
+            Ok(m) => (CachedFile::lazy(files, path, true), m.len()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                (CachedFile::open_now(files, path, true)?, 0)
+            }
+            Err(e) => return Err(e),
+        };
         Ok(SegmentFile {
             path: path.to_path_buf(),
-            file: Arc::new(file),
+            handle,
             size,
         })
     }
@@ -354,19 +358,28 @@ impl SegmentFile {
     /// its records, straight from the request's buffer to the page cache.
     fn append(&mut self, pieces: &[&[u8]]) -> io::Result<()> {
         let len: usize = pieces.iter().map(|p| p.len()).sum();
-        if let Err(e) = write_all_vectored_at(&self.file, pieces, self.size) {
-            // Leave no half-written tail behind the bytes we count as written.
-            let _ = self.file.set_len(self.size);
-            return Err(e);
-        }
+        let at = self.size;
+        self.handle.with(true, |file| {
+            if let Err(e) = write_all_vectored_at(file, pieces, at) {
+                // Leave no half-written tail behind the bytes we count as written.
+                let _ = file.set_len(at);
+                return Err(e);
+            }
+            Ok(())
+        })?;
         self.size += len as u64;
         Ok(())
     }
 
     fn truncate_to(&mut self, size: u64) -> io::Result<()> {
-        self.file.set_len(size)?;
+        self.handle.with(true, |file| file.set_len(size))?;
         self.size = size;
         Ok(())
+    }
+
+    /// Runs `op` on the open file, for reading.
+    fn read<R>(&self, op: impl FnOnce(&File) -> io::Result<R>) -> io::Result<R> {
+        self.handle.with(false, op)
     }
 }
 
@@ -409,6 +422,7 @@ pub struct LogSegment {
 impl LogSegment {
     /// Opens (creating if missing) the segment at `base_offset` in `dir`; `suffix` is ""
     /// or a temporary suffix (`.cleaned`) added after each file's own.
+    /// Its `.log` file is opened through `files` when first used.
     pub fn open(
         dir: &Path,
         base_offset: i64,
@@ -416,9 +430,12 @@ impl LogSegment {
         active: bool,
         suffix: &str,
         now_ms: i64,
+        files: &Arc<SegmentFileCache>,
     ) -> io::Result<Self> {
-        let log =
-            SegmentFile::open(&dir.join(file_name(base_offset, &format!("{LOG_SUFFIX}{suffix}"))))?;
+        let log = SegmentFile::open(
+            &dir.join(file_name(base_offset, &format!("{LOG_SUFFIX}{suffix}"))),
+            files,
+        )?;
         let offset_index = OffsetIndex::open(
             &dir.join(file_name(base_offset, &format!("{INDEX_SUFFIX}{suffix}"))),
             base_offset,
@@ -473,8 +490,27 @@ impl LogSegment {
     pub fn log_path(&self) -> &Path {
         &self.log.path
     }
-    pub fn log_file(&self) -> &Arc<File> {
-        &self.log.file
+    /// The `.log` file, opened through the cache if it is closed; the handle stays valid
+    /// after the cache closes its own.
+    pub fn log_file(&self) -> io::Result<Arc<File>> {
+        self.log.handle.share()
+    }
+    /// A handle for reading the `.log` file without the segment (compaction).
+    pub(crate) fn shared_log_file(&self) -> SharedFile {
+        self.log.handle.shared()
+    }
+    /// Whether the `.log` file is open right now.
+    pub fn is_log_file_open(&self) -> bool {
+        self.log.handle.is_open()
+    }
+    /// Everything in the `.log` file is known to be durable (loaded below the recovery
+    /// point): closing it needs no fsync.
+    pub(crate) fn mark_log_durable(&self) {
+        self.log.handle.mark_durable()
+    }
+    /// Closes the `.log` file for good without an fsync (the log is being deleted).
+    pub(crate) fn retire_log_file(&self) {
+        self.log.handle.retire()
     }
     pub fn offset_index(&self) -> &OffsetIndex {
         &self.offset_index
@@ -620,13 +656,15 @@ impl LogSegment {
     ) -> io::Result<Option<EntryHeader>> {
         let from = (self.offset_index.lookup(offset).position as u64).max(starting_position);
         let mut found = None;
-        walk_headers(&self.log.file, from, self.log.size, |h| {
-            if h.last_offset >= offset {
-                found = Some(h);
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
+        self.log.read(|file| {
+            walk_headers(file, from, self.log.size, |h| {
+                if h.last_offset >= offset {
+                    found = Some(h);
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })
         })?;
         Ok(found)
     }
@@ -647,7 +685,7 @@ impl LogSegment {
             return Ok(None);
         };
         if first.position >= max_position {
-            return Ok(Some(self.slice(first.position, 0)));
+            return Ok(Some(self.slice(first.position, 0)?));
         }
         let max_size = if min_one_message {
             max_size.max(first.size as usize)
@@ -655,16 +693,17 @@ impl LogSegment {
             max_size
         };
         let len = ((max_position - first.position) as usize).min(max_size);
-        Ok(Some(self.slice(first.position, len)))
+        Ok(Some(self.slice(first.position, len)?))
     }
 
-    /// A slice of the `.log` file.
-    pub fn slice(&self, position: u64, len: usize) -> FileSlice {
-        FileSlice {
-            file: self.log.file.clone(),
+    /// A slice of the `.log` file. It keeps its own handle on the file, so it stays
+    /// readable after the cache closes the segment's.
+    pub fn slice(&self, position: u64, len: usize) -> io::Result<FileSlice> {
+        Ok(FileSlice {
+            file: self.log.handle.share()?,
             position,
             len,
-        }
+        })
     }
 
     /// The position of the first entry whose last offset is ≥ `offset`, or the size.
@@ -678,9 +717,11 @@ impl LogSegment {
     pub fn read_next_offset(&self) -> io::Result<i64> {
         let from = self.offset_index.lookup(i64::MAX).position as u64;
         let mut next = self.base_offset;
-        walk_headers(&self.log.file, from, self.log.size, |h| {
-            next = h.last_offset + 1;
-            ControlFlow::Continue(())
+        self.log.read(|file| {
+            walk_headers(file, from, self.log.size, |h| {
+                next = h.last_offset + 1;
+                ControlFlow::Continue(())
+            })
         })?;
         Ok(next)
     }
@@ -708,7 +749,7 @@ impl LogSegment {
         let interval = self.index_interval_bytes as u64;
         let offset_index = &mut self.offset_index;
         let time_index = &mut self.time_index;
-        let file = self.log.file.clone();
+        let file = self.log.handle.share()?;
         let file_len = file.metadata()?.len();
         walk_entries_mapped(&file, file_len, |pos, entry| {
             if entry.validate_crc().is_err() {
@@ -791,14 +832,16 @@ impl LogSegment {
         // The max timestamp must be found again from what remains.
         let mut max_ts = self.time_index.last_entry();
         let from = self.offset_index.lookup(i64::MAX).position as u64;
-        walk_headers(&self.log.file, from, self.log.size, |e| {
-            if e.max_timestamp > max_ts.timestamp {
-                max_ts = TimestampOffset {
-                    timestamp: e.max_timestamp,
-                    offset: e.last_offset,
-                };
-            }
-            ControlFlow::Continue(())
+        self.log.read(|file| {
+            walk_headers(file, from, self.log.size, |e| {
+                if e.max_timestamp > max_ts.timestamp {
+                    max_ts = TimestampOffset {
+                        timestamp: e.max_timestamp,
+                        offset: e.last_offset,
+                    };
+                }
+                ControlFlow::Continue(())
+            })
         })?;
         self.max_timestamp_so_far = Some(max_ts);
         self.bytes_since_last_index_entry = self.log.size - from.min(self.log.size);
@@ -839,9 +882,10 @@ impl LogSegment {
         self.time_index.resize(self.max_index_size)
     }
 
-    /// Durably writes the `.log` file (and the indexes).
+    /// Durably writes the `.log` file (and the indexes). A `.log` file with nothing
+    /// written since its last fsync is not synced again (nor opened for it).
     pub fn flush(&self) -> io::Result<()> {
-        crate::durable::sync_data(&self.log.file, &self.log.path)?;
+        self.log.handle.sync()?;
         self.flush_indexes()
     }
 
@@ -850,7 +894,7 @@ impl LogSegment {
     /// of every later one, so syncing them too would only double the disk writes of an
     /// fsync-per-batch topic.
     pub fn flush_log(&self) -> io::Result<()> {
-        crate::durable::sync_data(&self.log.file, &self.log.path)
+        self.log.handle.sync()
     }
 
     /// Durably writes the offset and time indexes.
@@ -871,7 +915,8 @@ impl LogSegment {
             .lookup(ts_entry.offset.max(starting_offset))
             .position as u64;
         let mut found = None;
-        walk_entries(&self.log.file, from, self.log.size, |_, entry| {
+        let file = self.log.handle.share()?;
+        walk_entries(&file, from, self.log.size, |_, entry| {
             let max_ts = match &entry {
                 LogEntry::V2(b) => b.max_timestamp(),
                 LogEntry::Legacy(m) => m.timestamp(),
@@ -905,7 +950,7 @@ impl LogSegment {
             p.with_file_name(format!("{stem}{new_suffix}"))
         };
         let to = rename(&self.log.path);
-        std::fs::rename(&self.log.path, &to)?;
+        self.log.handle.rename(&to)?;
         self.log.path = to;
         let to = rename(self.offset_index.path());
         self.offset_index.rename(&to)?;
@@ -925,7 +970,7 @@ impl LogSegment {
     /// Sets the `.log` file's modification time (compaction keeps the original's).
     pub fn set_last_modified(&self, ms: i64) -> io::Result<()> {
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
-        self.log.file.set_modified(t)
+        self.log.read(|file| file.set_modified(t))
     }
 
     pub fn last_modified_ms(&self) -> i64 {
