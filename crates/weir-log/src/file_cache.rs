@@ -7,13 +7,15 @@
 //! Written by hand rather than with an LRU crate: closing a file here is I/O that must run
 //! outside the shared lock and report its error to the file's owner, handles outlive the
 //! cache's hold on them (a fetch's `FileSlice` keeps its `Arc<File>`), and a hit must take
-//! no shared lock. So recency is kept the way page caches keep it, by the clock algorithm
-//! (second chance): a hit sets a bit on its own entry, and only a miss sweeps the ring.
+//! no shared lock (LRU crates reorder a shared list on every get). So a hit only stamps its
+//! own entry with the cache's clock, which ticks once per miss, and a miss picks the
+//! oldest stamp: among all entries of a small cache, or among a random sample of a large
+//! one (as Redis approximates LRU), so that a miss costs the same at any capacity.
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 /// The default of `LogManagerConfig::max_open_segment_files`: half of the most common soft
@@ -30,6 +32,8 @@ pub type SyncErrorHook = Box<dyn Fn(&Path, &io::Error) + Send + Sync>;
 pub struct SegmentFileCache {
     capacity: usize,
     ring: Mutex<Ring>,
+    /// Ticks once per miss; a use stamps its entry with it.
+    clock: AtomicU64,
     /// Files the cache holds open (those in the ring, and one being added).
     open: AtomicUsize,
     /// Files closed by the cache that a caller still holds (a fetch's slice): their
@@ -47,12 +51,15 @@ impl std::fmt::Debug for SegmentFileCache {
     }
 }
 
-/// The clock: entries with an open file, and the hand that sweeps them.
+/// The entries with an open file.
 #[derive(Default)]
 struct Ring {
     entries: Vec<Arc<Entry>>,
-    hand: usize,
 }
+
+/// Up to this many open files, a miss looks at every one for the least recently used;
+/// beyond, at a random sample of this many.
+const EXACT_LRU_UP_TO: usize = 64;
 
 impl Ring {
     fn push(&mut self, e: &Arc<Entry>) {
@@ -82,8 +89,8 @@ const NOT_IN_RING: usize = usize::MAX;
 /// One segment file as the cache knows it.
 struct Entry {
     state: Mutex<State>,
-    /// The clock's bit: used since the hand last passed.
-    referenced: AtomicBool,
+    /// The cache's clock when the file was last used.
+    last_used: AtomicU64,
     /// Index in the ring, or `NOT_IN_RING`; changed only under the ring's lock.
     pos: AtomicUsize,
 }
@@ -157,6 +164,7 @@ impl SegmentFileCache {
         Arc::new(SegmentFileCache {
             capacity,
             ring: Mutex::new(Ring::default()),
+            clock: AtomicU64::new(0),
             open: AtomicUsize::new(0),
             lingering: Mutex::new(Vec::new()),
             on_sync_error,
@@ -186,41 +194,49 @@ impl SegmentFileCache {
     /// when the process ran out of descriptors). An fsync of a victim runs under its
     /// entry's lock only, so its owner waits for it but nobody else does.
     fn make_room(&self, forced: bool) {
-        'victims: loop {
+        self.clock.fetch_add(1, Ordering::Relaxed);
+        loop {
             let mut ring = lock(&self.ring);
             let n = ring.entries.len();
             if n == 0 || (n < self.capacity && !forced) {
                 return;
             }
-            // Two sweeps: the first clears the bits of files used since the hand last
-            // passed. Entries in use right now (their lock is taken) are passed over.
-            for _ in 0..2 * n {
-                let i = ring.hand % n;
-                ring.hand = (i + 1) % n;
-                let e = ring.entries[i].clone();
-                if e.referenced.swap(false, Ordering::Relaxed) {
-                    continue;
-                }
-                let mut st = match e.state.try_lock() {
+            let mut candidates: Vec<&Arc<Entry>> = if n <= EXACT_LRU_UP_TO {
+                ring.entries.iter().collect()
+            } else {
+                (0..EXACT_LRU_UP_TO)
+                    .map(|_| &ring.entries[fastrand::usize(0..n)])
+                    .collect()
+            };
+            candidates.sort_by_key(|e| e.last_used.load(Ordering::Relaxed));
+            // The least recently used that is not in use right now (its lock is free).
+            let victim = candidates.into_iter().find_map(|e| {
+                let st = match e.state.try_lock() {
                     Ok(st) => st,
                     Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                    Err(std::sync::TryLockError::WouldBlock) => continue,
+                    Err(std::sync::TryLockError::WouldBlock) => return None,
                 };
-                ring.remove(&e);
-                drop(ring);
-                if let Some(file) = st.file.take() {
-                    self.open.fetch_sub(1, Ordering::AcqRel);
-                    self.close(&mut st, file);
-                }
                 drop(st);
-                if forced {
-                    return;
-                }
-                continue 'victims;
-            }
+                Some(e.clone())
+            });
             // Every file is in use at this moment: the caller opens one more than the
             // capacity, and a later miss closes it again.
-            return;
+            let Some(victim) = victim else { return };
+            let mut st = match victim.state.try_lock() {
+                Ok(st) => st,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => continue,
+            };
+            ring.remove(&victim);
+            drop(ring);
+            if let Some(file) = st.file.take() {
+                self.open.fetch_sub(1, Ordering::AcqRel);
+                self.close(&mut st, file);
+            }
+            drop(st);
+            if forced {
+                return;
+            }
         }
     }
 
@@ -295,12 +311,16 @@ impl CachedFile {
     /// Opens (creating it if `create`) the file at `path` now, counted in the cache. For a
     /// new segment, whose file is used at once.
     pub fn open_now(cache: &Arc<SegmentFileCache>, path: &Path, create: bool) -> io::Result<Self> {
-        let me = CachedFile::lazy(cache, path, true);
+        // A file made now holds nothing to sync.
+        let me = CachedFile::lazy(cache, path, false);
         cache.make_room(false);
         let file = open_rw(path, create)?;
         let mut st = lock(&me.entry.state);
         st.file = Some(Arc::new(file));
         cache.open.fetch_add(1, Ordering::AcqRel);
+        me.entry
+            .last_used
+            .store(cache.clock.load(Ordering::Relaxed), Ordering::Relaxed);
         lock(&cache.ring).push(&me.entry);
         drop(st);
         Ok(me)
@@ -319,7 +339,7 @@ impl CachedFile {
                     failed: None,
                     retired: false,
                 }),
-                referenced: AtomicBool::new(true),
+                last_used: AtomicU64::new(0),
                 pos: AtomicUsize::new(NOT_IN_RING),
             }),
         }
@@ -462,9 +482,9 @@ fn with_entry<R>(
                 }
             }
         }
-        if !entry.referenced.load(Ordering::Relaxed) {
-            entry.referenced.store(true, Ordering::Relaxed);
-        }
+        entry
+            .last_used
+            .store(cache.clock.load(Ordering::Relaxed), Ordering::Relaxed);
         let State {
             path, file, dirty, ..
         } = &mut *st;
@@ -483,4 +503,89 @@ fn with_entry<R>(
 pub(crate) struct SyncView<'a> {
     path: &'a Path,
     dirty: &'a mut bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::FileExt;
+
+    /// Records the paths the engine fsyncs.
+    #[derive(Default)]
+    struct Synced(Mutex<Vec<PathBuf>>);
+
+    impl crate::durable::SyncWatcher for Synced {
+        fn file_synced(&self, _: &File, path: &Path) {
+            lock(&self.0).push(path.to_path_buf());
+        }
+        fn dir_synced(&self, _: &Path) {}
+    }
+
+    #[test]
+    fn a_full_cache_closes_the_least_recently_used_file_after_syncing_its_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = SegmentFileCache::new(2);
+        let path = |n: usize| dir.path().join(format!("{n}.log"));
+        let files: Vec<CachedFile> = (0..3)
+            .map(|n| CachedFile::open_now(&cache, &path(n), true).unwrap())
+            .collect();
+        // Opening the third closed the first: nothing was written to it, so no fsync.
+        assert_eq!(cache.open_files(), 2);
+        assert!(!files[0].is_open() && files[1].is_open() && files[2].is_open());
+        let synced = Arc::new(Synced::default());
+        crate::durable::watch(Some(synced.clone()));
+        // A write to the first reopens it by path and closes the least recently used of
+        // the others: file 1 (file 2 was used since, by this read).
+        files[2].with(false, |f| f.metadata()).unwrap();
+        files[0]
+            .with(true, |f| f.write_all_at(b"acknowledged", 0))
+            .unwrap();
+        assert!(files[0].is_open() && !files[1].is_open() && files[2].is_open());
+        // Using file 1 closes file 2, and using file 2 closes file 0 (least recently used in
+        // turn): only the file written is synced before it is closed.
+        files[1].with(false, |f| f.metadata()).unwrap();
+        assert!(files[0].is_open() && files[1].is_open() && !files[2].is_open());
+        files[2].with(false, |f| f.metadata()).unwrap();
+        assert!(!files[0].is_open() && files[1].is_open() && files[2].is_open());
+        crate::durable::watch(None);
+        let synced: Vec<PathBuf> = lock(&synced.0)
+            .iter()
+            .filter(|p| p.starts_with(dir.path()))
+            .cloned()
+            .collect();
+        assert_eq!(synced, [path(0)], "only the written file is synced");
+        assert_eq!(std::fs::read(path(0)).unwrap(), b"acknowledged");
+        // Its writes are durable now: a flush has nothing left to do, and needs no file.
+        files[0].sync().unwrap();
+        assert!(!files[0].is_open());
+        assert_eq!(cache.open_files(), 2);
+        drop(files);
+        assert_eq!(cache.open_files(), 0, "dropped segments close their files");
+    }
+
+    #[test]
+    fn a_shared_handle_outlives_the_eviction_of_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = SegmentFileCache::new(1);
+        let a = CachedFile::open_now(&cache, &dir.path().join("a.log"), true).unwrap();
+        a.with(true, |f| f.write_all_at(b"fetched", 0)).unwrap();
+        let slice = a.share().unwrap();
+        let b = CachedFile::open_now(&cache, &dir.path().join("b.log"), true).unwrap();
+        assert!(!a.is_open() && b.is_open());
+        // The cache holds one file; the slice still holds the one it closed.
+        assert_eq!(cache.open_files(), 2);
+        let mut buf = [0u8; 7];
+        slice.read_exact_at(&mut buf, 0).unwrap();
+        assert_eq!(&buf, b"fetched");
+        drop(slice);
+        assert_eq!(cache.open_files(), 1);
+        // A retired file is not opened again; its shared handles say it is gone.
+        let shared = a.shared();
+        a.retire();
+        assert_eq!(
+            shared.open().unwrap_err().kind(),
+            io::ErrorKind::NotFound,
+            "a segment gone from its log"
+        );
+    }
 }
