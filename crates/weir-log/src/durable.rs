@@ -7,7 +7,7 @@
 use std::fs::File;
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// Told of each fsync once the system call has succeeded.
@@ -29,6 +29,28 @@ pub fn watch(watcher: Option<Arc<dyn SyncWatcher>>) {
     *w = watcher;
 }
 
+/// Fsyncs to come before the one that fails; `u64::MAX` for none.
+static FAIL_AFTER: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Makes the `n`-th fsync from now (1 = the next) fail with EIO, or none with `None`.
+/// Process-wide; for tests of what a failing disk leaves behind.
+#[doc(hidden)]
+pub fn fail_sync_after(n: Option<u64>) {
+    FAIL_AFTER.store(n.unwrap_or(u64::MAX), Ordering::Release);
+}
+
+fn injected_failure() -> io::Result<()> {
+    if FAIL_AFTER.load(Ordering::Acquire) == u64::MAX {
+        return Ok(());
+    }
+    let left = FAIL_AFTER.fetch_sub(1, Ordering::AcqRel);
+    if left == 1 {
+        FAIL_AFTER.store(u64::MAX, Ordering::Release);
+        return Err(io::Error::from_raw_os_error(libc::EIO));
+    }
+    Ok(())
+}
+
 fn watcher() -> Option<Arc<dyn SyncWatcher>> {
     if !WATCHING.load(Ordering::Acquire) {
         return None;
@@ -38,6 +60,7 @@ fn watcher() -> Option<Arc<dyn SyncWatcher>> {
 
 /// fdatasync: the file's bytes (and the length they need) survive a power loss.
 pub fn sync_data(file: &File, path: &Path) -> io::Result<()> {
+    injected_failure()?;
     file.sync_data()?;
     if let Some(w) = watcher() {
         w.file_synced(file, path);
@@ -47,6 +70,7 @@ pub fn sync_data(file: &File, path: &Path) -> io::Result<()> {
 
 /// fsync: the file's bytes and metadata survive a power loss.
 pub fn sync_all(file: &File, path: &Path) -> io::Result<()> {
+    injected_failure()?;
     file.sync_all()?;
     if let Some(w) = watcher() {
         w.file_synced(file, path);
@@ -57,7 +81,9 @@ pub fn sync_all(file: &File, path: &Path) -> io::Result<()> {
 /// fsync of a directory: the files created, renamed or removed in it so far stay so
 /// after a power loss. A new file's data is not reachable after a crash without this.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()?;
+    let d = File::open(dir)?;
+    injected_failure()?;
+    d.sync_all()?;
     if let Some(w) = watcher() {
         w.dir_synced(dir);
     }
