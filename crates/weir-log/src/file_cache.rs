@@ -260,8 +260,18 @@ impl SegmentFileCache {
                 }
             }
         }
-        if Arc::strong_count(&file) > 1 {
-            lock(&self.lingering).push(Arc::downgrade(&file));
+        self.linger(&file);
+    }
+
+    /// Counts a file the cache lets go of while someone else still holds it.
+    fn linger(&self, file: &Arc<File>) {
+        if Arc::strong_count(file) > 1 {
+            let mut lingering = lock(&self.lingering);
+            // Pruned here too, so that the list stays short when nobody asks for the count.
+            if lingering.len() >= self.capacity.max(64) {
+                lingering.retain(|w| w.strong_count() > 0);
+            }
+            lingering.push(Arc::downgrade(file));
         }
     }
 }
@@ -412,9 +422,7 @@ impl CachedFile {
             file
         };
         if let Some(file) = file {
-            if Arc::strong_count(&file) > 1 {
-                lock(&self.cache.lingering).push(Arc::downgrade(&file));
-            }
+            self.cache.linger(&file);
         }
     }
 

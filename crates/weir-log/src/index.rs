@@ -7,6 +7,13 @@
 //! An index holds no descriptor: its mapping stays valid without one, and the file is
 //! opened by path for a moment only for what a mapping cannot do (resize, fallocate,
 //! fsync, reading past the mapping).
+//!
+//! Not done yet: mapping the indexes of old segments lazily, as Kafka does (KAFKA-7283,
+//! `LazyIndex`). Every non-empty index is mapped when its segment loads, two mappings per
+//! segment, so `vm.max_map_count` (65530 by default) bounds a broker to about 32,000
+//! segments. Mapping on first lookup needs `entry` to read through `&self` and to survive
+//! a mapping refused (ENOMEM, EMFILE), i.e. entries read by value with a fallback to
+//! `pread`; that reaches every lookup and is left for a change of its own.
 
 use std::fs::{File, OpenOptions};
 use std::io;

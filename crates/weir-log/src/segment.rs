@@ -41,7 +41,8 @@ pub fn parse_base_offset(name: &str) -> Option<i64> {
 }
 
 /// A range of a segment file, read (or sent) after the log's lock is released. The file
-/// handle keeps the bytes readable even if the segment is deleted meanwhile.
+/// handle keeps the bytes readable even if the segment is deleted meanwhile, or its file
+/// closed by the cache of open files (the descriptor lives until the slice is dropped).
 #[derive(Debug, Clone)]
 pub struct FileSlice {
     file: Arc<File>,
@@ -654,17 +655,26 @@ impl LogSegment {
         offset: i64,
         starting_position: u64,
     ) -> io::Result<Option<EntryHeader>> {
+        self.log
+            .read(|file| self.translate_offset_in(file, offset, starting_position))
+    }
+
+    /// `translate_offset` in the `.log` file the caller has open.
+    fn translate_offset_in(
+        &self,
+        file: &File,
+        offset: i64,
+        starting_position: u64,
+    ) -> io::Result<Option<EntryHeader>> {
         let from = (self.offset_index.lookup(offset).position as u64).max(starting_position);
         let mut found = None;
-        self.log.read(|file| {
-            walk_headers(file, from, self.log.size, |h| {
-                if h.last_offset >= offset {
-                    found = Some(h);
-                    ControlFlow::Break(())
-                } else {
-                    ControlFlow::Continue(())
-                }
-            })
+        walk_headers(file, from, self.log.size, |h| {
+            if h.last_offset >= offset {
+                found = Some(h);
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
         })?;
         Ok(found)
     }
@@ -681,11 +691,18 @@ impl LogSegment {
         min_one_message: bool,
     ) -> io::Result<Option<FileSlice>> {
         let max_position = max_position.min(self.log.size);
-        let Some(first) = self.translate_offset(start_offset, 0)? else {
+        // One handle for the lookup and the slice.
+        let file = self.log.handle.share()?;
+        let Some(first) = self.translate_offset_in(&file, start_offset, 0)? else {
             return Ok(None);
         };
+        let slice = |len| FileSlice {
+            file,
+            position: first.position,
+            len,
+        };
         if first.position >= max_position {
-            return Ok(Some(self.slice(first.position, 0)?));
+            return Ok(Some(slice(0)));
         }
         let max_size = if min_one_message {
             max_size.max(first.size as usize)
@@ -693,7 +710,7 @@ impl LogSegment {
             max_size
         };
         let len = ((max_position - first.position) as usize).min(max_size);
-        Ok(Some(self.slice(first.position, len)?))
+        Ok(Some(slice(len)))
     }
 
     /// A slice of the `.log` file. It keeps its own handle on the file, so it stays
