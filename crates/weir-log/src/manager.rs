@@ -179,6 +179,9 @@ struct Inner {
     state: RwLock<State>,
     shutdown: Mutex<bool>,
     wake: Condvar,
+    /// Held for a whole compaction pass: two passes (the cleaner thread's and one asked
+    /// for directly) never clean the same log at once, each cutting the other short.
+    cleaning: Mutex<()>,
 }
 
 /// The data directories and their partition logs.
@@ -448,6 +451,7 @@ impl LogManager {
                 }),
                 shutdown: Mutex::new(false),
                 wake: Condvar::new(),
+                cleaning: Mutex::new(()),
             }),
             threads: Mutex::new(Vec::new()),
         };
@@ -718,6 +722,11 @@ impl LogManager {
     /// One compaction pass over the dirtiest compacted log, if any is over its threshold.
     /// Returns the partition cleaned.
     pub fn clean_filthiest(&self, map: &mut OffsetMap, now: i64) -> Result<Option<TopicPartition>> {
+        let _one_pass_at_a_time = self
+            .inner
+            .cleaning
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let mut best: Option<(TopicPartition, SharedLog, Cleanability)> = None;
         let candidates: Vec<(TopicPartition, SharedLog, Option<i64>)> = {
             let state = self.state();
