@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use weir_kafka::limits::MAX_CLIENT_RESPONSE_BYTES;
+use weir_kafka::ErrorCode;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
@@ -223,7 +224,9 @@ impl BrokerConnection {
         req.client_software_version = StrBytes::from_static_str(env!("CARGO_PKG_VERSION"));
         let resp: ApiVersionsResponse = match conn.request(&req, 3).await {
             Ok(r) if r.error_code == 0 => r,
-            Ok(r) if r.error_code == 35 => conn.request(&ApiVersionsRequest::default(), 0).await?,
+            Ok(r) if r.error_code == ErrorCode::UnsupportedVersion.code() => {
+                conn.request(&ApiVersionsRequest::default(), 0).await?
+            }
             Ok(r) => return Err(ClientError::kafka(r.error_code, Some("ApiVersions".into()))),
             Err(e) => return Err(e),
         };
@@ -272,7 +275,12 @@ impl BrokerConnection {
             match exchange.step(sasl, &resp.auth_bytes) {
                 Ok(Some(next)) => token = next,
                 Ok(None) => return Ok(()),
-                Err(e) => return Err(ClientError::kafka(58, Some(e))),
+                Err(e) => {
+                    return Err(ClientError::kafka(
+                        ErrorCode::SaslAuthenticationFailed.code(),
+                        Some(e),
+                    ))
+                }
             }
         }
     }

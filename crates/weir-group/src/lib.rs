@@ -80,38 +80,10 @@ pub trait GroupStore: Send + Sync + 'static {
     ) -> Result<(), i16>;
 }
 
-/// Kafka error codes the coordinator answers with.
+/// Kafka error codes the coordinator answers with (weir-kafka's), and its translations of a
+/// failed append.
 pub(crate) mod codes {
-    use kafka_protocol::ResponseError as E;
-
-    pub const NONE: i16 = 0;
-    pub const UNKNOWN_SERVER_ERROR: i16 = E::UnknownServerError.code();
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = E::UnknownTopicOrPartition.code();
-    pub const INVALID_FETCH_SIZE: i16 = E::InvalidFetchSize.code();
-    pub const NOT_LEADER_OR_FOLLOWER: i16 = E::NotLeaderOrFollower.code();
-    pub const REQUEST_TIMED_OUT: i16 = E::RequestTimedOut.code();
-    pub const MESSAGE_TOO_LARGE: i16 = E::MessageTooLarge.code();
-    pub const OFFSET_METADATA_TOO_LARGE: i16 = E::OffsetMetadataTooLarge.code();
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = E::CoordinatorNotAvailable.code();
-    pub const NOT_COORDINATOR: i16 = E::NotCoordinator.code();
-    pub const RECORD_LIST_TOO_LARGE: i16 = E::RecordListTooLarge.code();
-    pub const NOT_ENOUGH_REPLICAS: i16 = E::NotEnoughReplicas.code();
-    pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = E::NotEnoughReplicasAfterAppend.code();
-    pub const ILLEGAL_GENERATION: i16 = E::IllegalGeneration.code();
-    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = E::InconsistentGroupProtocol.code();
-    pub const INVALID_GROUP_ID: i16 = E::InvalidGroupId.code();
-    pub const UNKNOWN_MEMBER_ID: i16 = E::UnknownMemberId.code();
-    pub const INVALID_SESSION_TIMEOUT: i16 = E::InvalidSessionTimeout.code();
-    pub const REBALANCE_IN_PROGRESS: i16 = E::RebalanceInProgress.code();
-    pub const INVALID_REQUEST: i16 = E::InvalidRequest.code();
-    pub const INVALID_COMMIT_OFFSET_SIZE: i16 = E::InvalidCommitOffsetSize.code();
-    pub const KAFKA_STORAGE_ERROR: i16 = E::KafkaStorageError.code();
-    pub const NON_EMPTY_GROUP: i16 = E::NonEmptyGroup.code();
-    pub const GROUP_ID_NOT_FOUND: i16 = E::GroupIdNotFound.code();
-    pub const MEMBER_ID_REQUIRED: i16 = E::MemberIdRequired.code();
-    pub const GROUP_MAX_SIZE_REACHED: i16 = E::GroupMaxSizeReached.code();
-    pub const FENCED_INSTANCE_ID: i16 = E::FencedInstanceId.code();
-    pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = E::GroupSubscribedToTopic.code();
+    pub use weir_kafka::error::codes::*;
 
     /// Kafka's translation of a failed `__consumer_offsets` append for a group metadata write
     /// (`GroupMetadataManager.storeGroup`).

@@ -43,6 +43,45 @@ impl fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
+/// Kafka's error codes as constants, for `match` patterns on the `error_code` fields of
+/// responses (an `ErrorCode` method call cannot be a pattern). `NONE` is success.
+pub mod codes {
+    use super::ErrorCode;
+
+    pub const NONE: i16 = 0;
+    pub const UNKNOWN_SERVER_ERROR: i16 = ErrorCode::UnknownServerError.code();
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = ErrorCode::UnknownTopicOrPartition.code();
+    pub const INVALID_FETCH_SIZE: i16 = ErrorCode::InvalidFetchSize.code();
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = ErrorCode::NotLeaderOrFollower.code();
+    pub const REQUEST_TIMED_OUT: i16 = ErrorCode::RequestTimedOut.code();
+    pub const MESSAGE_TOO_LARGE: i16 = ErrorCode::MessageTooLarge.code();
+    pub const OFFSET_METADATA_TOO_LARGE: i16 = ErrorCode::OffsetMetadataTooLarge.code();
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = ErrorCode::CoordinatorNotAvailable.code();
+    pub const NOT_COORDINATOR: i16 = ErrorCode::NotCoordinator.code();
+    pub const RECORD_LIST_TOO_LARGE: i16 = ErrorCode::RecordListTooLarge.code();
+    pub const NOT_ENOUGH_REPLICAS: i16 = ErrorCode::NotEnoughReplicas.code();
+    pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 =
+        ErrorCode::NotEnoughReplicasAfterAppend.code();
+    pub const ILLEGAL_GENERATION: i16 = ErrorCode::IllegalGeneration.code();
+    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = ErrorCode::InconsistentGroupProtocol.code();
+    pub const INVALID_GROUP_ID: i16 = ErrorCode::InvalidGroupId.code();
+    pub const UNKNOWN_MEMBER_ID: i16 = ErrorCode::UnknownMemberId.code();
+    pub const INVALID_SESSION_TIMEOUT: i16 = ErrorCode::InvalidSessionTimeout.code();
+    pub const REBALANCE_IN_PROGRESS: i16 = ErrorCode::RebalanceInProgress.code();
+    pub const INVALID_REQUEST: i16 = ErrorCode::InvalidRequest.code();
+    pub const INVALID_COMMIT_OFFSET_SIZE: i16 = ErrorCode::InvalidCommitOffsetSize.code();
+    pub const KAFKA_STORAGE_ERROR: i16 = ErrorCode::KafkaStorageError.code();
+    pub const NON_EMPTY_GROUP: i16 = ErrorCode::NonEmptyGroup.code();
+    pub const GROUP_ID_NOT_FOUND: i16 = ErrorCode::GroupIdNotFound.code();
+    pub const MEMBER_ID_REQUIRED: i16 = ErrorCode::MemberIdRequired.code();
+    pub const GROUP_MAX_SIZE_REACHED: i16 = ErrorCode::GroupMaxSizeReached.code();
+    pub const FENCED_INSTANCE_ID: i16 = ErrorCode::FencedInstanceId.code();
+    pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = ErrorCode::GroupSubscribedToTopic.code();
+    pub const NETWORK_EXCEPTION: i16 = ErrorCode::NetworkException.code();
+    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = ErrorCode::CoordinatorLoadInProgress.code();
+    pub const UNSTABLE_OFFSET_COMMIT: i16 = ErrorCode::UnstableOffsetCommit.code();
+}
+
 /// Kafka's name for an error code, as its clients and docs print it
 /// (`NOT_LEADER_OR_FOLLOWER`), from the generated variant name (`NotLeaderOrFollower`).
 pub fn name(error: ErrorCode) -> String {

@@ -65,6 +65,9 @@ pub(crate) fn read_i64(b: &[u8], at: usize) -> i64 {
 /// How a batch's timestamps were set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TimestampType {
+    /// Kafka's `NO_TIMESTAMP_TYPE`: a magic 0 message carries no timestamp (its
+    /// timestamp reads as -1). A v2 batch or v1 message is never this.
+    NoTimestamp,
     /// The producer's timestamps (bit 3 clear).
     CreateTime,
     /// The broker's append time, stored as the batch's max timestamp (bit 3 set).
@@ -74,6 +77,7 @@ pub enum TimestampType {
 impl TimestampType {
     pub fn name(self) -> &'static str {
         match self {
+            TimestampType::NoTimestamp => "NoTimestampType",
             TimestampType::CreateTime => "CreateTime",
             TimestampType::LogAppendTime => "LogAppendTime",
         }

@@ -136,7 +136,9 @@ impl<'a> LegacyMessage<'a> {
         }
     }
     pub fn timestamp_type(&self) -> TimestampType {
-        if self.magic() >= 1 && self.attributes() & 0x08 != 0 {
+        if self.magic() == 0 {
+            TimestampType::NoTimestamp
+        } else if self.attributes() & 0x08 != 0 {
             TimestampType::LogAppendTime
         } else {
             TimestampType::CreateTime

@@ -16,6 +16,7 @@ use base64::Engine;
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256, Sha512};
+use weir_kafka::ErrorCode;
 
 /// The file of SCRAM credentials, in the first data directory.
 pub const USERS_FILE: &str = "weir-users.json";
@@ -533,9 +534,9 @@ pub struct Answer {
     pub close: bool,
 }
 
-const ILLEGAL_SASL_STATE: i16 = 34;
-const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
-const SASL_AUTHENTICATION_FAILED: i16 = 58;
+const ILLEGAL_SASL_STATE: i16 = ErrorCode::IllegalSaslState.code();
+const UNSUPPORTED_SASL_MECHANISM: i16 = ErrorCode::UnsupportedSaslMechanism.code();
+const SASL_AUTHENTICATION_FAILED: i16 = ErrorCode::SaslAuthenticationFailed.code();
 
 impl Session {
     pub fn new(listener: Option<SaslListener>, peer: std::net::SocketAddr) -> Session {

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 use weir_client::admin::{Admin, AlterConfigOp, ConfigResource, NewTopic};
+use weir_kafka::ErrorCode;
 
 pub use crate::cli::Failure;
 use crate::cli::{self, ClientArgs};
@@ -129,7 +130,11 @@ async fn execute(command: Command) -> Result<(), Failure> {
                     }
                     Ok(())
                 }
-                Err(e) if if_not_exists && e.code() == Some(36) => Ok(()),
+                Err(e)
+                    if if_not_exists && e.code() == Some(ErrorCode::TopicAlreadyExists.code()) =>
+                {
+                    Ok(())
+                }
                 Err(e) => Err(Failure::Failed(format!("creating '{topic}': {e}"))),
             }
         }
@@ -143,7 +148,9 @@ async fn execute(command: Command) -> Result<(), Failure> {
             for (name, r) in a.delete_topics(&topics).await? {
                 match r {
                     Ok(()) => println!("Deleted topic '{name}'."),
-                    Err(e) if if_exists && e.code() == Some(3) => {}
+                    Err(e)
+                        if if_exists
+                            && e.code() == Some(ErrorCode::UnknownTopicOrPartition.code()) => {}
                     Err(e) => failed.push(format!("deleting '{name}': {e}")),
                 }
             }

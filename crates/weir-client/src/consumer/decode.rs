@@ -218,10 +218,7 @@ fn read_entry(
             let records = batch
                 .records(opts.max_decompressed)
                 .map_err(|e| corrupt(topic, partition, base, e))?;
-            let timestamp_type = match batch.timestamp_type() {
-                weir_record::TimestampType::CreateTime => TimestampType::CreateTime,
-                weir_record::TimestampType::LogAppendTime => TimestampType::LogAppendTime,
-            };
+            let timestamp_type = batch.timestamp_type();
             let epoch = batch.partition_leader_epoch();
             let leader_epoch = (epoch >= 0).then_some(epoch);
             let region = records.bytes();
@@ -247,14 +244,7 @@ fn read_entry(
                     .validate_crc()
                     .map_err(|e| corrupt(topic, partition, at, e))?;
             }
-            let timestamp_type = if message.magic() == 0 {
-                TimestampType::NoTimestamp
-            } else {
-                match message.timestamp_type() {
-                    weir_record::TimestampType::CreateTime => TimestampType::CreateTime,
-                    weir_record::TimestampType::LogAppendTime => TimestampType::LogAppendTime,
-                }
-            };
+            let timestamp_type = message.timestamp_type();
             let records = message
                 .records(opts.max_decompressed)
                 .map_err(|e| corrupt(topic, partition, at, e))?;

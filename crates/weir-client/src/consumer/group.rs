@@ -63,23 +63,7 @@ const MAX_JOIN_ATTEMPTS: usize = 10;
 pub(crate) const PROTOCOL_TYPE: &str = "consumer";
 
 /// Kafka error codes the group protocol reacts to.
-pub(crate) mod codes {
-    pub const NONE: i16 = 0;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const REQUEST_TIMED_OUT: i16 = 7;
-    pub const NETWORK_EXCEPTION: i16 = 13;
-    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const NOT_COORDINATOR: i16 = 16;
-    pub const ILLEGAL_GENERATION: i16 = 22;
-    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
-    pub const UNKNOWN_MEMBER_ID: i16 = 25;
-    pub const INVALID_SESSION_TIMEOUT: i16 = 26;
-    pub const REBALANCE_IN_PROGRESS: i16 = 27;
-    pub const MEMBER_ID_REQUIRED: i16 = 79;
-    pub const FENCED_INSTANCE_ID: i16 = 82;
-    pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
-}
+pub(crate) use weir_kafka::error::codes;
 
 fn sb(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())

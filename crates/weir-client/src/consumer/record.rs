@@ -6,27 +6,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use weir_kafka::TopicPartition;
 
-/// How a record's timestamp was set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TimestampType {
-    /// Magic 0 messages carry no timestamp (the record's timestamp is -1).
-    NoTimestamp,
-    /// The producer's timestamp.
-    CreateTime,
-    /// The broker's append time (the topic has `message.timestamp.type=LogAppendTime`).
-    LogAppendTime,
-}
-
-impl TimestampType {
-    /// Kafka's name for it (`TimestampType.toString()`).
-    pub fn name(self) -> &'static str {
-        match self {
-            TimestampType::NoTimestamp => "NoTimestampType",
-            TimestampType::CreateTime => "CreateTime",
-            TimestampType::LogAppendTime => "LogAppendTime",
-        }
-    }
-}
+/// How a record's timestamp was set: Kafka's `TimestampType`, as the record formats
+/// define it.
+pub use weir_record::TimestampType;
 
 /// One record read from a partition. Key, value and header values share the memory of the
 /// fetch response they came in (no copy for uncompressed batches).

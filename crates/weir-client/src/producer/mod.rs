@@ -26,7 +26,7 @@ use buffer_pool::BufferPool;
 use record::Notifier;
 pub use record::{DeliveryFuture, DeliveryListener, ProducerRecord, RecordMetadata};
 use sender::Sender;
-use weir_kafka::TopicPartition;
+use weir_kafka::{ErrorCode, TopicPartition};
 
 /// A Kafka producer. Cheap to clone; every clone feeds the same batches.
 #[derive(Clone)]
@@ -338,7 +338,12 @@ impl Producer {
             {
                 Ok(t) if !t.partitions.is_empty() => return Ok(t),
                 Ok(_) => {}
-                Err(e) if e.is_retriable() || e.code() == Some(3) => last_error = Some(e),
+                Err(e)
+                    if e.is_retriable()
+                        || e.code() == Some(ErrorCode::UnknownTopicOrPartition.code()) =>
+                {
+                    last_error = Some(e)
+                }
                 Err(e) => return Err(e),
             }
             if Instant::now() >= deadline {
