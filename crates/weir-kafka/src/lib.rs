@@ -9,6 +9,7 @@
 //! - [`config`]: where a config value comes from, its type, and one entry as
 //!   DescribeConfigs reports it.
 //! - [`error`]: a Kafka error code with its message, and Kafka's names for the codes.
+//! - [`quota`]: client-quota entity types, filter matches and quota names.
 //! - [`limits`]: every bound Weir puts on what comes from outside and that more than one
 //!   crate enforces, each named once.
 //!
@@ -18,6 +19,7 @@ pub mod acl;
 pub mod config;
 pub mod error;
 pub mod limits;
+pub mod quota;
 pub mod topic;
 
 pub use error::{ApiError, ErrorCode};

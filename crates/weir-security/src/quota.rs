@@ -25,24 +25,25 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
+use weir_kafka::quota::{
+    CONNECTION_CREATION_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+};
 
 pub const QUOTAS_FILE: &str = "weir-quotas.json";
 
-/// The quota keys Weir enforces.
-pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
-pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
 /// Kafka's other client quota keys, refused with why.
 pub const NOT_ENFORCED: &[(&str, &str)] = &[
     (
-        "request_percentage",
+        REQUEST_PERCENTAGE,
         "request-time quotas are not enforced by Weir",
     ),
     (
-        "controller_mutation_rate",
+        CONTROLLER_MUTATION_RATE,
         "controller mutation quotas are not enforced by Weir",
     ),
     (
-        "connection_creation_rate",
+        CONNECTION_CREATION_RATE,
         "connection-rate quotas are not enforced by Weir",
     ),
 ];

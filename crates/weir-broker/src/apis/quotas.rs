@@ -21,13 +21,11 @@ use weir_kafka::ApiError;
 
 use crate::broker::Broker;
 use crate::request::RequestContext;
+use weir_kafka::quota::{QuotaMatch, ENTITY_CLIENT_ID, ENTITY_USER};
 use weir_security::quota::{check_value, Entity, Name};
 
-const USER: &str = "user";
-const CLIENT_ID: &str = "client-id";
-const MATCH_EXACT: i8 = 0;
-const MATCH_DEFAULT: i8 = 1;
-const MATCH_ANY: i8 = 2;
+const USER: &str = ENTITY_USER;
+const CLIENT_ID: &str = ENTITY_CLIENT_ID;
 
 fn sb(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
@@ -91,18 +89,18 @@ pub fn describe_client_quotas(
             );
             return fail(resp, e);
         }
-        let want = match c.match_type {
-            MATCH_EXACT => match &c._match {
-                Some(n) => Some(Name::Named(n.to_string())),
-                None => {
-                    let e = ApiError::new(E::InvalidRequest, "an exact match needs a name");
-                    return fail(resp, e);
-                }
-            },
-            MATCH_DEFAULT => Some(Name::Default),
-            MATCH_ANY => None,
-            m => {
-                let e = ApiError::new(E::InvalidRequest, format!("unknown match type {m}"));
+        let want = match QuotaMatch::from_wire(c.match_type, c._match.as_deref()) {
+            Some(QuotaMatch::Exactly(n)) => Some(Name::Named(n)),
+            Some(QuotaMatch::Default) => Some(Name::Default),
+            Some(QuotaMatch::Any) => None,
+            None => {
+                let e = ApiError::new(
+                    E::InvalidRequest,
+                    format!(
+                        "match type {} is not an exact match with a name, the default, or any",
+                        c.match_type
+                    ),
+                );
                 return fail(resp, e);
             }
         };

@@ -18,13 +18,8 @@ const ALTER_CLIENT_QUOTAS: (i16, i16) = (0, 1);
 /// or `None` for that type's default.
 pub type QuotaEntity = Vec<(String, Option<String>)>;
 
-/// Which entities to describe, per entity type.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum QuotaMatch {
-    Exactly(String),
-    Default,
-    Any,
-}
+/// Which entities to describe, per entity type (weir-kafka's).
+pub use weir_kafka::quota::QuotaMatch;
 
 /// A change to one quota of an entity: a new value, or `None` to remove it.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,11 +44,9 @@ impl Admin {
                 .map(|(t, m)| {
                     let mut c = ComponentData::default();
                     c.entity_type = sb(t);
-                    (c.match_type, c._match) = match m {
-                        QuotaMatch::Exactly(n) => (0, Some(sb(n))),
-                        QuotaMatch::Default => (1, None),
-                        QuotaMatch::Any => (2, None),
-                    };
+                    let (match_type, name) = m.wire();
+                    c.match_type = match_type;
+                    c._match = name.map(sb);
                     c
                 })
                 .collect();
