@@ -3,12 +3,12 @@
 //! them (create, delete and alter topics). Request handlers read through it; nothing here
 //! knows the wire format.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 
 use kafka_protocol::ResponseError as E;
 use tokio::sync::{watch, Semaphore};
-use weir_kafka::limits::MAX_DECOMPRESSED_BATCH_BYTES;
+use weir_kafka::limits::{MAX_DECOMPRESSED_BATCH_BYTES, MAX_PARTITIONS_PER_REQUEST};
 use weir_kafka::topic::OFFSETS_TOPIC;
 use weir_kafka::{ApiError, TopicPartition};
 use weir_log::{AppendOrigin, LogConfig, LogManager};
@@ -17,10 +17,12 @@ use weir_record::{BatchBuilder, Compression, LogEntries};
 use weir_kafka::acl::{Operation, ResourceType};
 
 use crate::config::BrokerConfig;
+use crate::descriptors::{self, Budget, DESCRIPTORS_PER_PARTITION};
 use crate::memory::RequestMemory;
+use crate::mutation_quota::MutationQuota;
 use crate::partition::Partition;
 use crate::request::RequestContext;
-use crate::topics::{self, StoredTopic, Topic};
+use crate::topics::{self, Change, StoredTopic, Topic, TopicStore};
 use weir_group::{GroupCoordinator, GroupStore};
 use weir_security::acl::Authorizer;
 
@@ -38,9 +40,16 @@ const PRODUCER_ID_FILE: &str = "producer-id-block";
 pub struct Broker {
     pub config: BrokerConfig,
     pub logs: Arc<LogManager>,
+    /// The topics served. Its lock is held only to read, or to put in or take out a
+    /// topic already made: never while files are made or synced.
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
-    /// Serialises changes to the set of topics and their persisted form.
-    topic_changes: Mutex<()>,
+    /// Serialises changes to the set of topics, and holds what they need.
+    topic_changes: Mutex<Changes>,
+    /// The file descriptors: what connections may hold, and what the logs may.
+    pub descriptors: Budget,
+    /// Kafka's controller mutation quota (KIP-599): partitions created and deleted, per
+    /// principal.
+    pub mutations: MutationQuota,
     pub groups: Arc<GroupCoordinator>,
     producer_ids: Mutex<ProducerIds>,
     pub shutdown: watch::Sender<bool>,
@@ -55,6 +64,53 @@ pub struct Broker {
     pub authorizer: Option<Authorizer>,
     /// Client byte-rate quotas (`weir-quotas.json` in the first data directory).
     pub quotas: weir_security::quota::Quotas,
+}
+
+/// What changing the topics needs, under one lock: their files, and two tallies kept as
+/// the topics change, so that a change costs the same however many topics there are.
+struct Changes {
+    store: TopicStore,
+    /// The partitions of every topic.
+    held: usize,
+    /// Every topic's name with '.' read as '_', to the name: Kafka refuses a new name that
+    /// collides with another so (their metric names would be the same).
+    normalized: HashMap<String, String>,
+}
+
+fn normalized(name: &str) -> String {
+    name.replace('.', "_")
+}
+
+/// A topic to create.
+#[derive(Debug, Clone)]
+pub struct NewTopic {
+    pub name: String,
+    pub partitions: i32,
+    pub overrides: BTreeMap<String, String>,
+}
+
+/// POLICY_VIOLATION when the partitions one request asks for, together, are more than
+/// Kafka lets one request create.
+pub fn check_request_total(partitions: impl IntoIterator<Item = i32>) -> Result<(), ApiError> {
+    let total: usize = partitions
+        .into_iter()
+        .map(|p| usize::try_from(p).unwrap_or(0))
+        .fold(0, usize::saturating_add);
+    if total > MAX_PARTITIONS_PER_REQUEST {
+        return Err(ApiError::new(
+            E::PolicyViolation,
+            format!(
+                "Excessively large number of partitions per request: {total} asked for, at \
+                 most {MAX_PARTITIONS_PER_REQUEST} may be created by one request; ask in \
+                 several"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn poisoned() -> ApiError {
+    ApiError::new(E::UnknownServerError, "poisoned")
 }
 
 /// Persists group state into `__consumer_offsets`, created on first use.
@@ -98,11 +154,30 @@ impl GroupStore for OffsetsTopicStore {
 impl Broker {
     /// Opens the data directories (recovering after a crash), reconciles the topics, loads
     /// the consumer groups, and starts the background work.
-    pub fn start(config: BrokerConfig) -> Result<Arc<Broker>, String> {
+    pub fn start(mut config: BrokerConfig) -> Result<Arc<Broker>, String> {
         for d in &config.log_dirs {
             std::fs::create_dir_all(d).map_err(|e| format!("creating {}: {e}", d.display()))?;
         }
-        let mut stored = topics::load(&config.log_dirs)?;
+        let budget = Budget::of_process(config.max_connections, config.log_dirs.len());
+        descriptors::give_logs_their_share(&mut config.log_manager, budget.logs);
+        tracing::info!(
+            "file descriptors: {} open at most; {} for connections (max.connections {}), {} \
+             for the logs, enough for {} partitions",
+            budget.total,
+            budget.connections,
+            config.max_connections,
+            budget.logs,
+            budget.partitions()
+        );
+        let loaded = topics::load(&config.log_dirs)?;
+        // What a crash left of a creation it interrupted, or of a deletion.
+        for path in topics::remove_leftovers(&config.log_dirs, &loaded.leftovers)? {
+            tracing::info!(
+                "removed {}: its topic's creation or deletion was interrupted",
+                path.display()
+            );
+        }
+        let mut stored = loaded.topics;
         let mut topic_configs = HashMap::new();
         for (name, t) in &stored {
             let cfg = config
@@ -162,12 +237,30 @@ impl Broker {
                 }),
             );
         }
-        topics::store(&config.log_dirs, &stored).map_err(|e| format!("saving topics: {e}"))?;
+        let store = TopicStore::open(&config.log_dirs, &stored)
+            .map_err(|e| format!("saving topics: {e}"))?;
+        let held: usize = topic_map.values().map(|t| t.partitions.len()).sum();
+        let changes = Changes {
+            store,
+            held,
+            normalized: topic_map
+                .keys()
+                .map(|n| (normalized(n), n.clone()))
+                .collect(),
+        };
+        let capacity = config.max_broker_partitions.min(budget.partitions());
+        if held > capacity {
+            tracing::warn!(
+                "this broker holds {held} partitions, more than the {capacity} its limits \
+                 allow (max.broker.partitions, and its file descriptors): no topic or \
+                 partition can be created until some are deleted or the limits raised"
+            );
+        }
 
-        let store = Arc::new(OffsetsTopicStore {
+        let offsets_store = Arc::new(OffsetsTopicStore {
             broker: std::sync::OnceLock::new(),
         });
-        let groups = GroupCoordinator::new(config.group.clone(), store.clone());
+        let groups = GroupCoordinator::new(config.group.clone(), offsets_store.clone());
         let producer_ids = reserve_producer_ids(&config.log_dirs[0], 0)?;
         let users = weir_security::sasl::Users::load(&config.log_dirs[0])?;
         let authorizer = match &config.authorizer {
@@ -181,11 +274,17 @@ impl Broker {
         let quotas = weir_security::quota::Quotas::load(&config.log_dirs[0], config.quota_windows)?;
         let (shutdown, _) = watch::channel(false);
         let request_memory = RequestMemory::new(config.queued_max_request_bytes);
+        let mutations = MutationQuota::new(
+            config.controller_mutation_rate,
+            config.controller_quota_windows,
+        );
         let broker = Arc::new(Broker {
             config,
             logs,
             topics: RwLock::new(topic_map),
-            topic_changes: Mutex::new(()),
+            topic_changes: Mutex::new(changes),
+            descriptors: budget,
+            mutations,
             groups,
             producer_ids: Mutex::new(producer_ids),
             shutdown,
@@ -197,7 +296,7 @@ impl Broker {
                 std::thread::available_parallelism().map_or(2, |n| n.get()),
             ),
         });
-        let _ = store.broker.set(Arc::downgrade(&broker));
+        let _ = offsets_store.broker.set(Arc::downgrade(&broker));
         broker.load_groups()?;
         broker.logs.start();
         tokio::spawn(broker.groups.clone().run(broker.shutdown.subscribe()));
@@ -329,13 +428,9 @@ impl Broker {
             .and_then(|p| t.partitions.get(p).cloned())
     }
 
-    fn persist(&self, topics: &BTreeMap<String, Arc<Topic>>) -> Result<(), ApiError> {
-        let stored = topics
-            .iter()
-            .map(|(n, t)| (n.clone(), topics::stored(t)))
-            .collect();
-        // Every directory online keeps a copy; one that fails with a disk error goes offline
-        // and the others carry on.
+    /// Appends `changes` to the topics journal of every data directory online, and syncs
+    /// it. One that fails with a disk error goes offline and the others carry on.
+    fn record(&self, store: &mut TopicStore, changes: &[Change]) -> Result<(), ApiError> {
         let mut saved = false;
         let mut last_error = None;
         let offline = self.logs.offline_dirs();
@@ -343,7 +438,7 @@ impl Broker {
             if offline.contains(dir) {
                 continue;
             }
-            match topics::store(std::slice::from_ref(dir), &stored) {
+            match store.append(dir, changes) {
                 Ok(()) => saved = true,
                 Err(e) => {
                     let e = weir_log::LogError::Io(e);
@@ -365,7 +460,384 @@ impl Broker {
         }
     }
 
-    /// Creates a topic (or checks that it could be, with `validate_only`).
+    /// After `n` changes were recorded: folds the journals into the snapshots when they
+    /// have grown as long as there are topics (a cost proportional to the topics, paid
+    /// once per as many changes). The topics are read under the lock only to copy them.
+    fn maybe_fold(&self, store: &mut TopicStore, n: usize) {
+        let count = self.topics.read().map_or(0, |t| t.len());
+        if !store.appended(n, count) {
+            return;
+        }
+        let stored: BTreeMap<String, StoredTopic> = self
+            .all_topics()
+            .iter()
+            .map(|t| (t.name.clone(), topics::stored(t)))
+            .collect();
+        let offline = self.logs.offline_dirs();
+        for dir in &self.config.log_dirs {
+            if offline.contains(dir) {
+                continue;
+            }
+            if let Err(e) = store.snapshot(dir, &stored) {
+                // The journal still holds every change: nothing is lost, only not folded.
+                tracing::warn!("folding the topics journal of {}: {e}", dir.display());
+                let e = weir_log::LogError::Io(e);
+                self.logs.observe_dir(dir, &e);
+                return;
+            }
+        }
+        store.folded();
+    }
+
+    fn lock_changes(&self) -> Result<std::sync::MutexGuard<'_, Changes>, ApiError> {
+        self.topic_changes
+            .lock()
+            .map_err(|_| ApiError::new(E::UnknownServerError, "poisoned"))
+    }
+
+    /// The most partitions this broker may hold: `max.broker.partitions` (and
+    /// `max.partitions`), or what the logs' share of descriptors can keep open if less.
+    pub fn partition_capacity(&self) -> usize {
+        self.config
+            .max_broker_partitions
+            .min(self.descriptors.partitions())
+    }
+
+    /// Whether `more` partitions fit the broker's limits, given the `held` ones: the
+    /// configured limit and the descriptor budget (the offsets topic's partitions are kept
+    /// free until it exists), and the descriptors free now, given `open` (as counted, and
+    /// what was accepted since).
+    fn check_capacity(
+        &self,
+        held: usize,
+        more: usize,
+        what: &str,
+        for_offsets: bool,
+        open: Option<usize>,
+    ) -> Result<(), ApiError> {
+        let capacity = self.partition_capacity();
+        let kept = if !for_offsets && self.topic(OFFSETS_TOPIC).is_none() {
+            self.config.group.offsets_topic_partitions.max(0) as usize
+        } else {
+            0
+        };
+        if held.saturating_add(kept).saturating_add(more) > capacity {
+            let why = if capacity == self.config.max_broker_partitions {
+                format!("max.broker.partitions is {capacity}")
+            } else {
+                format!(
+                    "its {} file descriptors leave {} to the logs, enough for {capacity} \
+                     partitions of {DESCRIPTORS_PER_PARTITION} open files each (raise the \
+                     broker's open-files limit, `ulimit -n`, or lower max.connections)",
+                    self.descriptors.total, self.descriptors.logs
+                )
+            };
+            let kept = if kept > 0 {
+                format!(" and keeps {kept} for the {OFFSETS_TOPIC} topic")
+            } else {
+                String::new()
+            };
+            return Err(ApiError::new(
+                E::PolicyViolation,
+                format!(
+                    "{what} would add {more} partitions; this broker holds {held}{kept}, and \
+                     can hold no more than {capacity}: {why}"
+                ),
+            ));
+        }
+        if let Some(open) = open {
+            let needed = more.saturating_mul(DESCRIPTORS_PER_PARTITION);
+            let free = self.descriptors.total.saturating_sub(open);
+            if needed.saturating_add(self.descriptors.reserved / 2) > free {
+                return Err(ApiError::new(
+                    E::PolicyViolation,
+                    format!(
+                        "{what} would open {needed} more files, and the broker has {free} of \
+                         its {} file descriptors free",
+                        self.descriptors.total
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes partitions `range` of a topic. All or nothing: if one cannot be made, those
+    /// made are deleted again, the directory of the one that failed too, and the error
+    /// says why.
+    fn make_partitions(
+        &self,
+        name: &str,
+        id: uuid::Uuid,
+        config: &Arc<LogConfig>,
+        range: std::ops::Range<i32>,
+    ) -> Result<Vec<Arc<Partition>>, ApiError> {
+        let mut made = Vec::with_capacity(range.len());
+        for p in range.clone() {
+            let tp = TopicPartition::new(name, p);
+            match Partition::open(&self.logs, tp.clone(), id, config.clone()) {
+                Ok(part) => made.push(Arc::new(part)),
+                Err(e) => {
+                    let kept = made.len();
+                    self.unmake(made, Some(&tp));
+                    return Err(ApiError {
+                        code: e.kafka_error_code(),
+                        message: format!(
+                            "creating partition {tp} failed: {e}; the {kept} partitions of \
+                             {name} made before it were removed again, and nothing of it \
+                             is left"
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(made)
+    }
+
+    /// Deletes partitions that were made for a change that did not happen, and the
+    /// directory `failed` may have left half made.
+    fn unmake(&self, made: Vec<Arc<Partition>>, failed: Option<&TopicPartition>) {
+        for p in &made {
+            if let Err(e) = self.logs.delete_log(&p.tp) {
+                tracing::error!("removing the new partition {} again: {e}", p.tp);
+            }
+        }
+        // Dropping them closes their files.
+        drop(made);
+        let Some(tp) = failed else { return };
+        if self.logs.log(tp).is_some() {
+            return;
+        }
+        for dir in &self.config.log_dirs {
+            let path = dir.join(tp.dir_name());
+            if path.is_dir() {
+                if let Err(e) = std::fs::remove_dir_all(&path) {
+                    tracing::error!("removing {} again: {e}", path.display());
+                }
+            }
+        }
+    }
+
+    /// Creates topics (or checks that they could be, with `validate_only`), each all or
+    /// nothing, and answers for each in order. A topic is visible to other requests only
+    /// once every partition exists and the metadata is saved. The request's partitions
+    /// together are bounded by `MAX_PARTITIONS_PER_REQUEST`, each topic's by
+    /// `max.topic.partitions`, and the broker's by its capacity; `gate` is asked last for
+    /// each topic about to be created (the controller mutation quota), with its name and
+    /// partition count. Blocking: it makes files and syncs them.
+    pub fn create_topics(
+        &self,
+        asks: Vec<NewTopic>,
+        validate_only: bool,
+        gate: &mut dyn FnMut(&str, usize) -> Result<(), ApiError>,
+    ) -> Vec<Result<Arc<Topic>, ApiError>> {
+        if let Err(e) = check_request_total(asks.iter().map(|a| a.partitions)) {
+            return asks.iter().map(|_| Err(e.clone())).collect();
+        }
+        // Each topic on its own first: its name, its partitions, its settings.
+        let mut results: Vec<Result<(NewTopic, Arc<LogConfig>), ApiError>> = asks
+            .into_iter()
+            .map(|a| {
+                let config = self.check_new_topic(&a)?;
+                Ok((a, config))
+            })
+            .collect();
+        let mut changes = match self.lock_changes() {
+            Ok(c) => c,
+            Err(e) => return results.into_iter().map(|_| Err(e.clone())).collect(),
+        };
+        // Then against what exists, and what the topics before it in the request take.
+        let held = changes.held;
+        let open = descriptors::open_now();
+        // The names, and the normalized names, of the topics accepted before this one.
+        let mut batch: HashSet<String> = HashSet::new();
+        let mut batch_normalized: HashSet<String> = HashSet::new();
+        let mut accepted_partitions = 0usize;
+        for r in results.iter_mut() {
+            let Ok((a, _)) = r else { continue };
+            let norm = normalized(&a.name);
+            let checked = (|| {
+                if self.topic(&a.name).is_some() || batch.contains(&a.name) {
+                    return Err(ApiError::new(
+                        E::TopicAlreadyExists,
+                        format!("topic '{}' already exists", a.name),
+                    ));
+                }
+                if let Some(other) = changes.normalized.get(&norm) {
+                    return Err(ApiError::new(
+                        E::InvalidTopicException,
+                        format!(
+                            "topic '{}' collides with existing topic '{other}' ('.' and '_' \
+                             count as the same)",
+                            a.name
+                        ),
+                    ));
+                }
+                if batch_normalized.contains(&norm) {
+                    return Err(ApiError::new(
+                        E::InvalidTopicException,
+                        format!(
+                            "topic '{}' collides with another topic of the request ('.' and \
+                             '_' count as the same)",
+                            a.name
+                        ),
+                    ));
+                }
+                let n = a.partitions as usize;
+                self.check_capacity(
+                    held + accepted_partitions,
+                    n,
+                    &format!("creating topic '{}'", a.name),
+                    a.name == OFFSETS_TOPIC,
+                    open.map(|o| o + accepted_partitions * DESCRIPTORS_PER_PARTITION),
+                )?;
+                if !validate_only {
+                    gate(&a.name, n)?;
+                }
+                Ok(())
+            })();
+            match checked {
+                Ok(()) => {
+                    accepted_partitions += a.partitions as usize;
+                    batch.insert(a.name.clone());
+                    batch_normalized.insert(norm);
+                }
+                Err(e) => *r = Err(e),
+            }
+        }
+        if validate_only {
+            return results
+                .into_iter()
+                .map(|r| {
+                    r.map(|(a, config)| {
+                        Arc::new(Topic {
+                            name: a.name,
+                            id: uuid::Uuid::nil(),
+                            overrides: a.overrides,
+                            config,
+                            partitions: Vec::new(),
+                        })
+                    })
+                })
+                .collect();
+        }
+        // Said before any file is made: a crash from here on leaves directories that
+        // start-up recognises by this intent and removes.
+        let ids: Vec<uuid::Uuid> = results.iter().map(|_| uuid::Uuid::new_v4()).collect();
+        let intents: Vec<Change> = results
+            .iter()
+            .zip(&ids)
+            .filter_map(|(r, id)| {
+                let (a, _) = r.as_ref().ok()?;
+                Some(Change::Intent {
+                    topic: a.name.clone(),
+                    id: weir_log::checkpoint::uuid_to_base64(*id),
+                    from: 0,
+                    to: a.partitions,
+                })
+            })
+            .collect();
+        if intents.is_empty() {
+            // Every one was refused.
+            return results
+                .into_iter()
+                .map(|r| r.and(Err(ApiError::new(E::UnknownServerError, "refused"))))
+                .collect();
+        }
+        if let Err(e) = self.record(&mut changes.store, &intents) {
+            return results.into_iter().map(|r| r.and(Err(e.clone()))).collect();
+        }
+        let mut made: Vec<Result<Arc<Topic>, ApiError>> = Vec::with_capacity(results.len());
+        let mut outcome = Vec::new();
+        for (r, id) in results.into_iter().zip(ids) {
+            let topic = r.and_then(|(a, config)| {
+                let parts = self.make_partitions(&a.name, id, &config, 0..a.partitions);
+                let parts = match parts {
+                    Ok(p) => p,
+                    Err(e) => {
+                        outcome.push(Change::Abort {
+                            topic: a.name.clone(),
+                        });
+                        return Err(e);
+                    }
+                };
+                let topic = Arc::new(Topic {
+                    name: a.name,
+                    id,
+                    overrides: a.overrides,
+                    config,
+                    partitions: parts,
+                });
+                outcome.push(topics::created(&topic));
+                Ok(topic)
+            });
+            made.push(topic);
+        }
+        if let Err(e) = self.record(&mut changes.store, &outcome) {
+            // Not saved: nothing of it may stay.
+            for t in made.iter_mut() {
+                if let Ok(topic) = t {
+                    self.unmake(topic.partitions.clone(), None);
+                    *t = Err(e.clone());
+                }
+            }
+            return made;
+        }
+        {
+            let Ok(mut map) = self.topics.write() else {
+                return made.into_iter().map(|_| Err(poisoned())).collect();
+            };
+            for t in made.iter().flatten() {
+                map.insert(t.name.clone(), t.clone());
+            }
+        }
+        for t in made.iter().flatten() {
+            changes.held += t.partitions.len();
+            changes
+                .normalized
+                .insert(normalized(&t.name), t.name.clone());
+        }
+        for t in made.iter().flatten() {
+            tracing::info!(topic = %t.name, partitions = t.partitions.len(), "created topic");
+        }
+        self.maybe_fold(&mut changes.store, intents.len() + outcome.len());
+        made
+    }
+
+    /// A new topic's own checks: its name, its partition count, its settings.
+    fn check_new_topic(&self, a: &NewTopic) -> Result<Arc<LogConfig>, ApiError> {
+        weir_kafka::topic::validate_topic_name(&a.name)
+            .map_err(|m| ApiError::new(E::InvalidTopicException, m))?;
+        if a.partitions < 1 {
+            return Err(ApiError::new(
+                E::InvalidPartitions,
+                format!(
+                    "number of partitions must be at least 1, got {}",
+                    a.partitions
+                ),
+            ));
+        }
+        let max = self.config.max_topic_partitions;
+        if a.partitions as usize > max {
+            return Err(ApiError::new(
+                E::PolicyViolation,
+                format!(
+                    "topic '{}' asks for {} partitions; max.topic.partitions allows {max}",
+                    a.name, a.partitions
+                ),
+            ));
+        }
+        Ok(Arc::new(
+            self.config
+                .log_defaults
+                .with_overrides(a.overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .map_err(|e| ApiError::new(E::InvalidConfig, e.to_string()))?,
+        ))
+    }
+
+    /// Creates one topic (or checks that it could be, with `validate_only`); see
+    /// `create_topics`. Not counted against any quota: for the broker's own topics and
+    /// for tests.
     pub fn create_topic(
         &self,
         name: &str,
@@ -373,134 +845,69 @@ impl Broker {
         overrides: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<Arc<Topic>, ApiError> {
-        weir_kafka::topic::validate_topic_name(name)
-            .map_err(|m| ApiError::new(E::InvalidTopicException, m))?;
-        if partitions < 1 {
-            return Err(ApiError::new(
-                E::InvalidPartitions,
-                format!("number of partitions must be at least 1, got {partitions}"),
-            ));
-        }
-        if partitions > 1_000_000 {
-            return Err(ApiError::new(
-                E::InvalidPartitions,
-                format!("{partitions} partitions is more than one broker can hold"),
-            ));
-        }
-        let config = Arc::new(
-            self.config
-                .log_defaults
-                .with_overrides(overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .map_err(|e| ApiError::new(E::InvalidConfig, e.to_string()))?,
-        );
-        let _guard = self
-            .topic_changes
-            .lock()
-            .map_err(|_| ApiError::new(E::UnknownServerError, "poisoned"))?;
-        {
-            let topics = self
-                .topics
-                .read()
-                .map_err(|_| ApiError::new(E::UnknownServerError, "poisoned"))?;
-            if topics.contains_key(name) {
-                return Err(ApiError::new(
-                    E::TopicAlreadyExists,
-                    format!("topic '{name}' already exists"),
-                ));
-            }
-            // Kafka refuses names that differ only by '.' versus '_' (metric names collide).
-            let norm = name.replace('.', "_");
-            if let Some(other) = topics.keys().find(|t| t.replace('.', "_") == norm) {
-                return Err(ApiError::new(
-                    E::InvalidTopicException,
-                    format!("topic '{name}' collides with existing topic '{other}' ('.' and '_' count as the same)"),
-                ));
-            }
-        }
-        if validate_only {
-            return Ok(Arc::new(Topic {
-                name: name.to_string(),
-                id: uuid::Uuid::nil(),
-                overrides,
-                config,
-                partitions: Vec::new(),
-            }));
-        }
-        let id = uuid::Uuid::new_v4();
-        let mut parts = Vec::with_capacity(partitions as usize);
-        for p in 0..partitions {
-            let tp = TopicPartition::new(name, p);
-            parts.push(Arc::new(Partition::open(
-                &self.logs,
-                tp,
-                id,
-                config.clone(),
-            )?));
-        }
-        let topic = Arc::new(Topic {
+        let ask = NewTopic {
             name: name.to_string(),
-            id,
+            partitions,
             overrides,
-            config,
-            partitions: parts,
-        });
-        let mut topics = self
-            .topics
-            .write()
-            .map_err(|_| ApiError::new(E::UnknownServerError, "poisoned"))?;
-        topics.insert(name.to_string(), topic.clone());
-        self.persist(&topics)?;
-        tracing::info!(topic = name, partitions, "created topic");
-        Ok(topic)
+        };
+        self.create_topics(vec![ask], validate_only, &mut |_, _| Ok(()))
+            .pop()
+            .unwrap_or_else(|| Err(ApiError::new(E::UnknownServerError, "no answer")))
     }
 
-    /// Deletes a topic and its data.
-    pub fn delete_topic(&self, name: &str) -> Result<uuid::Uuid, ApiError> {
+    /// Deletes a topic and its data. `gate` is asked first with its partition count (the
+    /// controller mutation quota). Blocking: it renames directories and syncs the journal.
+    pub fn delete_topic(
+        &self,
+        name: &str,
+        gate: &mut dyn FnMut(&str, usize) -> Result<(), ApiError>,
+    ) -> Result<uuid::Uuid, ApiError> {
         if !self.config.delete_topic_enable {
             return Err(ApiError::new(
                 E::TopicDeletionDisabled,
                 "delete.topic.enable is false",
             ));
         }
-        let guard = self
-            .topic_changes
-            .lock()
-            .map_err(|_| ApiError::new(E::UnknownServerError, "poisoned"))?;
-        let topic = {
-            let mut topics = self
-                .topics
-                .write()
-                .map_err(|_| ApiError::new(E::UnknownServerError, "poisoned"))?;
-            let topic = topics.remove(name).ok_or_else(|| {
-                ApiError::new(
-                    E::UnknownTopicOrPartition,
-                    format!("topic '{name}' does not exist"),
-                )
-            })?;
-            self.persist(&topics)?;
-            topic
-        };
+        let mut changes = self.lock_changes()?;
+        let topic = self.topic(name).ok_or_else(|| {
+            ApiError::new(
+                E::UnknownTopicOrPartition,
+                format!("topic '{name}' does not exist"),
+            )
+        })?;
+        gate(name, topic.partitions.len())?;
+        self.record(
+            &mut changes.store,
+            &[Change::Delete {
+                topic: name.to_string(),
+                id: weir_log::checkpoint::uuid_to_base64(topic.id),
+            }],
+        )?;
+        self.topics.write().map_err(|_| poisoned())?.remove(name);
+        changes.held -= topic.partitions.len();
+        changes.normalized.remove(&normalized(name));
         for p in &topic.partitions {
             self.logs.delete_log(&p.tp)?;
             p.appended.notify_waiters();
         }
-        drop(guard); // the coordinator may write to __consumer_offsets
+        self.maybe_fold(&mut changes.store, 1);
+        drop(changes); // the coordinator may write to __consumer_offsets
         self.groups.on_topic_deleted(name);
         tracing::info!(topic = name, "deleted topic");
         Ok(topic.id)
     }
 
-    /// Raises a topic's partition count.
+    /// Raises a topic's partition count, all or nothing; the new partitions are visible
+    /// only once all exist and the count is saved. Bounded as `create_topics` bounds a new
+    /// topic; `gate` is asked last with the number of new partitions. Blocking.
     pub fn create_partitions(
         &self,
         name: &str,
         count: i32,
         validate_only: bool,
+        gate: &mut dyn FnMut(&str, usize) -> Result<(), ApiError>,
     ) -> Result<(), ApiError> {
-        let _guard = self
-            .topic_changes
-            .lock()
-            .map_err(|_| ApiError::new(E::UnknownServerError, "poisoned"))?;
+        let mut changes = self.lock_changes()?;
         let topic = self.topic(name).ok_or_else(|| {
             ApiError::new(
                 E::UnknownTopicOrPartition,
@@ -514,32 +921,76 @@ impl Broker {
                 format!("topic '{name}' has {current} partitions; the new count must be larger, got {count}"),
             ));
         }
-        if count > 1_000_000 {
+        let more = (count - current) as usize;
+        check_request_total([count - current])?;
+        let max = self.config.max_topic_partitions;
+        if count as usize > max {
             return Err(ApiError::new(
-                E::InvalidPartitions,
-                format!("{count} partitions is more than one broker can hold"),
+                E::PolicyViolation,
+                format!(
+                    "topic '{name}' would have {count} partitions; max.topic.partitions \
+                     allows {max}"
+                ),
             ));
         }
+        self.check_capacity(
+            changes.held,
+            more,
+            &format!("growing topic '{name}' to {count}"),
+            false,
+            descriptors::open_now(),
+        )?;
         if validate_only {
             return Ok(());
         }
-        let mut parts = topic.partitions.clone();
-        for p in current..count {
-            let tp = TopicPartition::new(name, p);
-            parts.push(Arc::new(Partition::open(
-                &self.logs,
-                tp,
-                topic.id,
-                topic.config.clone(),
-            )?));
+        gate(name, more)?;
+        self.record(
+            &mut changes.store,
+            &[Change::Intent {
+                topic: name.to_string(),
+                id: weir_log::checkpoint::uuid_to_base64(topic.id),
+                from: current,
+                to: count,
+            }],
+        )?;
+        let new = match self.make_partitions(name, topic.id, &topic.config, current..count) {
+            Ok(new) => new,
+            Err(e) => {
+                let _ = self.record(
+                    &mut changes.store,
+                    &[Change::Abort {
+                        topic: name.to_string(),
+                    }],
+                );
+                return Err(e);
+            }
+        };
+        let saved = self.record(
+            &mut changes.store,
+            &[Change::Partitions {
+                topic: name.to_string(),
+                partitions: count,
+            }],
+        );
+        if let Err(e) = saved {
+            self.unmake(new, None);
+            return Err(e);
         }
-        self.replace_topic(Topic {
-            name: topic.name.clone(),
-            id: topic.id,
-            overrides: topic.overrides.clone(),
-            config: topic.config.clone(),
-            partitions: parts,
-        })
+        let mut parts = topic.partitions.clone();
+        parts.extend(new);
+        self.topics.write().map_err(|_| poisoned())?.insert(
+            name.to_string(),
+            Arc::new(Topic {
+                name: topic.name.clone(),
+                id: topic.id,
+                overrides: topic.overrides.clone(),
+                config: topic.config.clone(),
+                partitions: parts,
+            }),
+        );
+        tracing::info!(topic = name, from = current, to = count, "added partitions");
+        self.maybe_fold(&mut changes.store, 3);
+        Ok(())
     }
 
     /// Replaces a topic's config overrides (the whole set).
@@ -549,10 +1000,7 @@ impl Broker {
         overrides: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<(), ApiError> {
-        let _guard = self
-            .topic_changes
-            .lock()
-            .map_err(|_| ApiError::new(E::UnknownServerError, "poisoned"))?;
+        let mut changes = self.lock_changes()?;
         let topic = self.topic(name).ok_or_else(|| {
             ApiError::new(
                 E::UnknownTopicOrPartition,
@@ -568,23 +1016,26 @@ impl Broker {
         if validate_only {
             return Ok(());
         }
+        self.record(
+            &mut changes.store,
+            &[Change::Configs {
+                topic: name.to_string(),
+                configs: overrides.clone(),
+            }],
+        )?;
         self.logs.update_topic_config(name, config.clone());
-        self.replace_topic(Topic {
-            name: topic.name.clone(),
-            id: topic.id,
-            overrides,
-            config,
-            partitions: topic.partitions.clone(),
-        })
-    }
-
-    fn replace_topic(&self, topic: Topic) -> Result<(), ApiError> {
-        let mut topics = self
-            .topics
-            .write()
-            .map_err(|_| ApiError::new(E::UnknownServerError, "poisoned"))?;
-        topics.insert(topic.name.clone(), Arc::new(topic));
-        self.persist(&topics)
+        self.topics.write().map_err(|_| poisoned())?.insert(
+            name.to_string(),
+            Arc::new(Topic {
+                name: topic.name.clone(),
+                id: topic.id,
+                overrides,
+                config,
+                partitions: topic.partitions.clone(),
+            }),
+        );
+        self.maybe_fold(&mut changes.store, 1);
+        Ok(())
     }
 
     /// The `__consumer_offsets` topic, created with `offsets.topic.num.partitions` on first use.

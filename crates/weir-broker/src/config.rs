@@ -73,6 +73,27 @@ pub struct BrokerConfig {
     pub socket_request_max_bytes: usize,
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
+    /// `max.connections.per.ip.overrides`: hosts (names or addresses, resolved when the
+    /// broker starts) with their own limit instead of `max.connections.per.ip`.
+    pub max_connections_per_ip_overrides: Vec<(String, usize)>,
+    /// `socket.listen.backlog.size`: connections the kernel queues before Weir accepts
+    /// them (the kernel caps it at `net.core.somaxconn`).
+    pub socket_listen_backlog_size: u32,
+    /// `sasl.server.max.receive.size`: the largest frame a client may send on a SASL
+    /// listener before it has authenticated.
+    pub sasl_server_max_receive_size: usize,
+    /// The most partitions this broker holds: the smaller of KIP-578's
+    /// `max.broker.partitions` and `max.partitions` (one node is the whole cluster). The
+    /// descriptor budget may allow fewer (see `descriptors`).
+    pub max_broker_partitions: usize,
+    /// `max.topic.partitions` (Weir's): the most partitions one topic may have.
+    pub max_topic_partitions: usize,
+    /// `controller.mutation.rate` (Weir's): the default of Kafka's `controller_mutation_rate`
+    /// quota (KIP-599), partitions created or deleted per second, per principal.
+    pub controller_mutation_rate: f64,
+    /// `controller.quota.window.num` and `controller.quota.window.size.seconds`: the
+    /// mutation quota's burst is its rate times their product, as in Kafka.
+    pub controller_quota_windows: quota::Windows,
     pub connections_max_idle_ms: u64,
     /// Bytes of requests being read or handled at once, over all connections.
     pub queued_max_request_bytes: usize,
@@ -134,7 +155,7 @@ const IGNORED: &[(&str, &str)] = &[
     ("broker.rack", "one node"),
     (
         "metadata.log.dir",
-        "no metadata log: topics are kept in weir-topics.json",
+        "no metadata log: topics are kept in weir-topics.json and weir-topics.journal",
     ),
     (
         "group.coordinator.rebalance.protocols",
@@ -166,6 +187,14 @@ const USED: &[&str] = &[
     "socket.request.max.bytes",
     "max.connections",
     "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
+    "socket.listen.backlog.size",
+    "max.broker.partitions",
+    "max.partitions",
+    "max.topic.partitions",
+    "controller.mutation.rate",
+    "controller.quota.window.num",
+    "controller.quota.window.size.seconds",
     "connections.max.idle.ms",
     "queued.max.request.bytes",
     "num.recovery.threads.per.data.dir",
@@ -367,7 +396,9 @@ impl BrokerConfig {
                 return Err(format!("unknown TLS setting '{key}' (a typo?)"));
             }
             if setting.starts_with("sasl.") {
-                if ["sasl.enabled.mechanisms", "sasl.jaas.config"].contains(&setting) {
+                if ["sasl.enabled.mechanisms", "sasl.jaas.config"].contains(&setting)
+                    || key == "sasl.server.max.receive.size"
+                {
                     continue;
                 }
                 if setting == "sasl.mechanism.inter.broker.protocol" {
@@ -533,6 +564,63 @@ impl BrokerConfig {
                     .into(),
             );
         }
+        let controller_quota_windows = quota::Windows {
+            samples: parse(&props, "controller.quota.window.num", 11i64)?,
+            window_ms: parse(&props, "controller.quota.window.size.seconds", 1i64)?
+                .saturating_mul(1000),
+        };
+        if controller_quota_windows.samples < 1 || controller_quota_windows.window_ms < 1000 {
+            return Err(
+                "controller.quota.window.num and controller.quota.window.size.seconds \
+                        must be at least 1"
+                    .into(),
+            );
+        }
+        // Kafka sets no controller mutation quota unless one is configured for a client;
+        // Weir sets one for every principal, so that an unauthenticated client cannot
+        // create thousands of topics in a burst: 100 partitions a second, 1,100 at once.
+        let controller_mutation_rate: f64 = parse(&props, "controller.mutation.rate", 100.0)?;
+        if !(controller_mutation_rate.is_finite() && controller_mutation_rate > 0.0) {
+            return Err(format!(
+                "controller.mutation.rate must be a positive number of partitions per second, \
+                 got {controller_mutation_rate}"
+            ));
+        }
+        // KIP-578's limits (Kafka has not taken them up; Weir honours their names).
+        // Unbounded unless set: the descriptor budget bounds the partitions anyway.
+        let max_broker_partitions = parse(&props, "max.broker.partitions", i32::MAX as usize)?
+            .min(parse(&props, "max.partitions", i32::MAX as usize)?);
+        // Weir's: a topic as large as Kafka lets one request create
+        // (weir_kafka::limits::MAX_PARTITIONS_PER_REQUEST), which also keeps one topic's
+        // entry in a Metadata response under about half a megabyte.
+        let max_topic_partitions = parse(
+            &props,
+            "max.topic.partitions",
+            weir_kafka::limits::MAX_PARTITIONS_PER_REQUEST,
+        )?;
+        if max_broker_partitions < 1 || max_topic_partitions < 1 {
+            return Err(
+                "max.broker.partitions, max.partitions and max.topic.partitions must \
+                        be at least 1"
+                    .into(),
+            );
+        }
+        // Kafka's default is 50; Weir's is Linux's default `net.core.somaxconn` (4096
+        // since Linux 5.4), so that a burst of clients connecting at once (a fleet
+        // restarting) waits in the kernel's queue instead of having its SYNs dropped and
+        // retried a second or more later. Each queued connection costs the kernel a few
+        // hundred bytes.
+        let socket_listen_backlog_size: u32 = parse(&props, "socket.listen.backlog.size", 4096)?;
+        if socket_listen_backlog_size < 1 {
+            return Err("socket.listen.backlog.size must be at least 1".into());
+        }
+        let sasl_server_max_receive_size: usize =
+            parse(&props, "sasl.server.max.receive.size", 524_288usize)?;
+        if sasl_server_max_receive_size < 64 {
+            return Err("sasl.server.max.receive.size must be at least 64".into());
+        }
+        let max_connections_per_ip_overrides =
+            parse_ip_overrides(props.get("max.connections.per.ip.overrides"))?;
         if group.offsets_topic_partitions < 1 {
             return Err("offsets.topic.num.partitions must be at least 1".into());
         }
@@ -561,6 +649,13 @@ impl BrokerConfig {
             socket_request_max_bytes,
             max_connections: parse(&props, "max.connections", i32::MAX as usize)?,
             max_connections_per_ip: parse(&props, "max.connections.per.ip", i32::MAX as usize)?,
+            max_connections_per_ip_overrides,
+            socket_listen_backlog_size,
+            sasl_server_max_receive_size,
+            max_broker_partitions,
+            max_topic_partitions,
+            controller_mutation_rate,
+            controller_quota_windows,
             connections_max_idle_ms: parse(&props, "connections.max.idle.ms", 600_000u64)?,
             // Kafka's default (-1) sets no bound; Weir keeps one (see RELIABILITY.md).
             queued_max_request_bytes: if queued <= 0 {
@@ -596,6 +691,36 @@ impl BrokerConfig {
             .find(|l| l.name == name)
             .unwrap_or(&self.advertised_listeners[0])
     }
+}
+
+/// Parses `max.connections.per.ip.overrides`: `host:count` pairs, comma-separated, where
+/// the host is a name or an address (an IPv6 address's last `:` starts its count).
+fn parse_ip_overrides(value: Option<&String>) -> Result<Vec<(String, usize)>, String> {
+    let mut out = Vec::new();
+    for item in value
+        .map_or("", |v| v.as_str())
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let (host, count) = item.rsplit_once(':').ok_or_else(|| {
+            format!("max.connections.per.ip.overrides: '{item}' is not HOST:COUNT")
+        })?;
+        let host = host.trim().trim_start_matches('[').trim_end_matches(']');
+        let count: usize = count.trim().parse().map_err(|_| {
+            format!(
+                "max.connections.per.ip.overrides: '{item}': the count must be a whole number, \
+                 at least 0"
+            )
+        })?;
+        if host.is_empty() {
+            return Err(format!(
+                "max.connections.per.ip.overrides: '{item}' names no host"
+            ));
+        }
+        out.push((host.to_string(), count));
+    }
+    Ok(out)
 }
 
 fn parse_protocol_map(value: Option<&String>) -> Result<BTreeMap<String, String>, String> {

@@ -16,8 +16,11 @@
 //! - [`apis`]: one module per API family; a handler takes the [`request::RequestContext`]
 //!   and the request and answers with a [`request::Response`] value.
 //! - [`broker`]: the shared state (log manager, topics, groups, security, producer ids) and
-//!   the operations that change topics; [`topics`] and [`partition`]: what it serves, and
-//!   [`partition::Partition::append`], the one way records reach a log.
+//!   the operations that change topics, each all or nothing; [`topics`] and [`partition`]:
+//!   what it serves and how the topics are kept, and [`partition::Partition::append`], the
+//!   one way records reach a log.
+//! - [`descriptors`]: the file-descriptor budget, split between connections and logs;
+//!   [`mutation_quota`]: Kafka's controller mutation quota on creating and deleting.
 //! - [`config`]: Kafka's broker settings, checked at start-up; [`metrics`]: Prometheus.
 //!
 //! Wire messages are the `kafka-protocol` crate's; Kafka's vocabulary is weir-kafka's;
@@ -28,11 +31,14 @@ pub mod apis;
 pub mod broker;
 pub mod config;
 pub mod connection;
+pub mod descriptors;
 pub mod memory;
 pub mod metrics;
+pub mod mutation_quota;
 pub mod partition;
 pub mod request;
 pub mod server;
+pub mod throttled_log;
 pub mod topics;
 pub mod versions;
 pub mod wire;

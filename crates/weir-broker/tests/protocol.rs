@@ -759,3 +759,49 @@ async fn every_api_refuses_a_client_the_acls_do_not_allow() {
     }
     broker.stop().await.unwrap();
 }
+
+/// A creation a crash interrupted leaves directories that the next start removes: the
+/// journal said which topic was being made, and its id. A topic whose creation completed
+/// loads whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_after_a_crash_removes_what_an_interrupted_creation_made() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    // As a crash in the middle of making "half", after "whole" was made, would leave them.
+    let (whole, half) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    let b64 = weir_log::checkpoint::uuid_to_base64;
+    let mut journal =
+        std::fs::File::create(dir.path().join(weir_broker::topics::JOURNAL_FILE)).unwrap();
+    writeln!(
+        journal,
+        r#"{{"op":"intent","topic":"whole","id":"{0}","from":0,"to":3}}
+{{"op":"create","topic":"whole","id":"{0}","partitions":3}}
+{{"op":"intent","topic":"half","id":"{1}","from":0,"to":5}}"#,
+        b64(whole),
+        b64(half)
+    )
+    .unwrap();
+    drop(journal);
+    for p in 0..2 {
+        let d = dir.path().join(format!("half-{p}"));
+        std::fs::create_dir_all(&d).unwrap();
+        weir_log::checkpoint::write_partition_metadata(&d.join("partition.metadata"), half)
+            .unwrap();
+    }
+    // One whose partition.metadata was not written yet.
+    std::fs::create_dir_all(dir.path().join("half-2")).unwrap();
+
+    let broker = start(dir.path()).await;
+    assert!(broker.broker.topic("half").is_none());
+    for p in 0..3 {
+        assert!(!dir.path().join(format!("half-{p}")).exists(), "half-{p}");
+    }
+    let t = broker.broker.topic("whole").unwrap();
+    assert_eq!((t.id, t.partitions.len()), (whole, 3));
+    // The journal was folded into the snapshot.
+    assert_eq!(
+        std::fs::read(dir.path().join(weir_broker::topics::JOURNAL_FILE)).unwrap(),
+        b""
+    );
+    broker.stop().await.unwrap();
+}

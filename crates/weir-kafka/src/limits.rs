@@ -20,3 +20,10 @@ pub const MAX_FETCH_RESPONSE_BYTES: usize = 55 * 1024 * 1024;
 /// The largest response frame the client reads from a broker; a larger size prefix means
 /// the connection is not speaking Kafka, and it is closed.
 pub const MAX_CLIENT_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+
+/// The most partitions one request may create, over all the topics it names: Kafka's
+/// controller refuses a CreateTopics asking for more (`MAX_PARTITIONS_PER_BATCH`) with
+/// POLICY_VIOLATION for every topic in it, and Weir does the same for CreateTopics,
+/// CreatePartitions and the topics one Metadata request would auto-create. A client that
+/// needs more asks in several requests.
+pub const MAX_PARTITIONS_PER_REQUEST: usize = 10_000;

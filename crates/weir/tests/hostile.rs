@@ -238,8 +238,8 @@ async fn absurd_fields(addr: &str) {
     resp.advance(4);
     let resp = CreateTopicsResponse::decode(&mut resp, 2).unwrap();
     assert_eq!(
-        resp.topics[0].error_code, 37,
-        "INVALID_PARTITIONS for 2^31-1 partitions"
+        resp.topics[0].error_code, 44,
+        "POLICY_VIOLATION for 2^31-1 partitions, more than one request may create"
     );
 }
 

@@ -4,9 +4,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
@@ -30,7 +32,7 @@ use weir_kafka::config::{
 use weir_kafka::ApiError;
 use weir_log::LogConfig;
 
-use crate::broker::Broker;
+use crate::broker::{Broker, NewTopic};
 use crate::request::RequestContext;
 use crate::topics::Topic;
 
@@ -55,7 +57,114 @@ fn replication_check(rf: i16) -> Result<(), ApiError> {
     }
 }
 
-pub fn create_topics(
+/// How one request's topic changes meet the controller mutation quota (KIP-599). Versions
+/// that know THROTTLING_QUOTA_EXCEEDED (CreateTopics v6, CreatePartitions v3, DeleteTopics
+/// v5 and later) are refused at once and told how long to wait; older ones wait here for
+/// the quota, within the request's timeout, as Kafka delays the answers of clients from
+/// before KIP-219.
+pub(crate) struct QuotaGate<'a> {
+    broker: &'a Broker,
+    principal: Arc<str>,
+    strict: bool,
+    deadline: Instant,
+    /// The longest wait a refusal asked for.
+    throttled_ms: u32,
+}
+
+impl<'a> QuotaGate<'a> {
+    fn new(broker: &'a Broker, ctx: &RequestContext, strict: bool, timeout_ms: i32) -> Self {
+        QuotaGate {
+            broker,
+            principal: ctx.principal.clone(),
+            strict,
+            deadline: Instant::now() + Duration::from_millis(timeout_ms.max(0) as u64),
+            throttled_ms: 0,
+        }
+    }
+
+    /// Records `partitions` mutations, or refuses them with THROTTLING_QUOTA_EXCEEDED.
+    fn check(&mut self, what: &str, partitions: usize) -> Result<(), ApiError> {
+        let q = &self.broker.mutations;
+        q.record(&self.principal, partitions, Instant::now())
+            .map_err(|ms| {
+                self.throttled_ms = self.throttled_ms.max(ms);
+                ApiError::new(
+                    E::ThrottlingQuotaExceeded,
+                    format!(
+                        "{what}: {} is over its controller mutation quota ({} partitions a \
+                         second, {} at once; controller.mutation.rate): retry in {ms} ms",
+                        self.principal,
+                        q.rate(),
+                        q.burst()
+                    ),
+                )
+            })
+    }
+
+    /// For the older versions: waits until the quota lets `what` go ahead, or answers
+    /// REQUEST_TIMED_OUT when that is past the request's timeout.
+    async fn wait(&self, what: &str) -> Result<(), ApiError> {
+        if self.strict {
+            return Ok(());
+        }
+        loop {
+            let ms = self
+                .broker
+                .mutations
+                .throttle_ms(&self.principal, Instant::now());
+            if ms == 0 {
+                return Ok(());
+            }
+            let until = Instant::now() + Duration::from_millis(ms.into());
+            if until > self.deadline {
+                return Err(ApiError::new(
+                    E::RequestTimedOut,
+                    format!(
+                        "{what}: {} is over its controller mutation quota ({} partitions a \
+                         second; controller.mutation.rate) for another {ms} ms, longer than \
+                         the request's timeout: retry later",
+                        self.principal,
+                        self.broker.mutations.rate()
+                    ),
+                ));
+            }
+            crate::metrics::throttled(ms);
+            tokio::time::sleep_until(until.into()).await;
+        }
+    }
+
+    /// Runs `change` (a blocking topic change, given this gate) off the runtime's worker
+    /// threads: once for a strict version; for an older one after waiting for the quota,
+    /// and again after waiting if another request of the same principal took it first.
+    async fn run<T>(
+        &mut self,
+        what: &str,
+        mut change: impl FnMut(
+            &mut dyn FnMut(&str, usize) -> Result<(), ApiError>,
+        ) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        loop {
+            self.wait(what).await?;
+            let result = super::off_worker(|| change(&mut |w, n| self.check(w, n)));
+            match result {
+                Err(e) if !self.strict && e.code == E::ThrottlingQuotaExceeded.code() => continue,
+                r => return r,
+            }
+        }
+    }
+
+    /// The throttle a strict version's response carries, and that mutes the connection.
+    fn throttle(&self, ctx: &RequestContext) -> i32 {
+        if self.strict && self.throttled_ms > 0 {
+            ctx.throttle(self.throttled_ms);
+            self.throttled_ms.min(i32::MAX as u32) as i32
+        } else {
+            0
+        }
+    }
+}
+
+pub async fn create_topics(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     req: CreateTopicsRequest,
@@ -71,11 +180,24 @@ pub fn create_topics(
         .collect();
     // CREATE on the cluster covers every topic; else each needs CREATE on itself.
     let may_create_any = broker.allowed_on_cluster(ctx, Operation::Create);
-    for t in req.topics {
+    // Kafka bounds the partitions of the whole request first, before any other check.
+    let asked = req.topics.iter().map(|t| {
+        if !t.assignments.is_empty() {
+            t.assignments.len() as i32
+        } else if t.num_partitions == -1 {
+            broker.config.num_partitions
+        } else {
+            t.num_partitions
+        }
+    });
+    let too_many = crate::broker::check_request_total(asked).err();
+    let mut checked: Vec<Result<NewTopic, ApiError>> = Vec::new();
+    for t in &req.topics {
         let name = t.name.to_string();
-        let mut r = CreatableTopicResult::default();
-        r.name = t.name.clone();
-        let result = (|| {
+        let ask = (|| {
+            if let Some(e) = &too_many {
+                return Err(e.clone());
+            }
             if dupes.contains(&name) {
                 return Err(ApiError::new(
                     E::InvalidRequest,
@@ -146,12 +268,65 @@ pub fn create_topics(
                     }
                 }
             }
-            broker
-                .create_topic(&name, partitions, overrides, req.validate_only)
-                .map(|t| (t, partitions))
+            Ok(NewTopic {
+                name: name.clone(),
+                partitions,
+                overrides,
+            })
         })();
+        checked.push(ask);
+    }
+    let mut gate = QuotaGate::new(broker, ctx, v >= 6, req.timeout_ms);
+    let mut created: Vec<Option<Result<Arc<Topic>, ApiError>>> = checked
+        .iter()
+        .map(|c| c.as_ref().err().map(|e| Err(e.clone())))
+        .collect();
+    let asks: Vec<(usize, NewTopic)> = checked
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, c)| Some((i, c.ok()?)))
+        .collect();
+    if gate.strict || req.validate_only {
+        // One batch: one journal write before the files are made, and one after.
+        let (index, asks): (Vec<usize>, Vec<NewTopic>) = asks.into_iter().unzip();
+        let results = super::off_worker(|| {
+            broker.create_topics(asks, req.validate_only, &mut |w, n| {
+                gate.check(&format!("creating topic '{w}'"), n)
+            })
+        });
+        for (i, r) in index.into_iter().zip(results) {
+            created[i] = Some(r);
+        }
+    } else {
+        for (i, ask) in asks {
+            let what = format!("creating topic '{}'", ask.name);
+            let r = gate
+                .run(&what, |g| {
+                    broker
+                        .create_topics(vec![ask.clone()], false, &mut |w, n| {
+                            g(&format!("creating topic '{w}'"), n)
+                        })
+                        .pop()
+                        .unwrap_or_else(|| Err(ApiError::new(E::UnknownServerError, "no answer")))
+                })
+                .await;
+            created[i] = Some(r);
+        }
+    }
+    for (t, result) in req.topics.into_iter().zip(created) {
+        let name = t.name.to_string();
+        let mut r = CreatableTopicResult::default();
+        r.name = t.name.clone();
+        let result =
+            result.unwrap_or_else(|| Err(ApiError::new(E::UnknownServerError, "no answer")));
         match result {
-            Ok((topic, partitions)) => {
+            Ok(topic) => {
+                let partitions = topic.partitions.len() as i32;
+                let partitions = if req.validate_only {
+                    checked_partitions(broker, &t)
+                } else {
+                    partitions
+                };
                 if v >= 7 {
                     r.topic_id = topic.id;
                 }
@@ -194,16 +369,30 @@ pub fn create_topics(
         }
         resp.topics.push(r);
     }
+    resp.throttle_time_ms = gate.throttle(ctx);
     resp
 }
 
-pub fn delete_topics(
+/// The partitions a topic of the request asks for (a validate-only answer has no
+/// partitions made to count).
+fn checked_partitions(broker: &Broker, t: &CreatableTopic) -> i32 {
+    if !t.assignments.is_empty() {
+        t.assignments.len() as i32
+    } else if t.num_partitions == -1 {
+        broker.config.num_partitions
+    } else {
+        t.num_partitions
+    }
+}
+
+pub async fn delete_topics(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     req: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
     let v = ctx.version;
     let mut resp = DeleteTopicsResponse::default();
+    let mut gate = QuotaGate::new(broker, ctx, v >= 5, req.timeout_ms);
     let wanted: Vec<(Option<String>, uuid::Uuid)> = if v >= 6 {
         req.topics
             .iter()
@@ -249,15 +438,24 @@ pub fn delete_topics(
                 "a topic to delete needs a name or an id",
             )),
         };
-        let result = resolved.and_then(|n| {
+        let resolved = resolved.and_then(|n| {
             if weir_kafka::topic::is_internal(&n) {
                 return Err(ApiError::new(
                     E::InvalidTopicException,
                     format!("the internal topic '{n}' cannot be deleted"),
                 ));
             }
-            broker.delete_topic(&n).map(|id| (n, id))
+            Ok(n)
         });
+        let result = match resolved {
+            Ok(n) => gate
+                .run(&format!("deleting topic '{n}'"), |g| {
+                    broker.delete_topic(&n, &mut |w, k| g(&format!("deleting topic '{w}'"), k))
+                })
+                .await
+                .map(|id| (n, id)),
+            Err(e) => Err(e),
+        };
         r.name = name.clone().map(|n| TopicName(s(n)));
         match result {
             Ok((n, id)) => {
@@ -278,25 +476,38 @@ pub fn delete_topics(
         }
         resp.responses.push(r);
     }
+    resp.throttle_time_ms = gate.throttle(ctx);
     resp
 }
 
-pub fn create_partitions(
+pub async fn create_partitions(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut resp = CreatePartitionsResponse::default();
+    let mut gate = QuotaGate::new(broker, ctx, ctx.version >= 3, req.timeout_ms);
+    // Kafka's bound on one request, over all its topics: the partitions each would add.
+    let added = req.topics.iter().map(|t| {
+        let now = broker
+            .topic(&t.name)
+            .map_or(0, |x| x.partitions.len() as i32);
+        t.count.saturating_sub(now)
+    });
+    let too_many = crate::broker::check_request_total(added).err();
     for t in req.topics {
         let name = t.name.to_string();
         let mut r = CreatePartitionsTopicResult::default();
         r.name = t.name.clone();
-        let result = (|| {
+        let checked = (|| {
             if !broker.allowed(ctx, Operation::Alter, ResourceType::Topic, &name) {
                 return Err(ApiError::new(
                     E::TopicAuthorizationFailed,
                     format!("{} may not add partitions to topic '{name}'", ctx.principal),
                 ));
+            }
+            if let Some(e) = &too_many {
+                return Err(e.clone());
             }
             if let Some(assignments) = &t.assignments {
                 if assignments
@@ -318,14 +529,29 @@ pub fn create_partitions(
                     format!("'{name}' is an internal topic"),
                 ));
             }
-            broker.create_partitions(&name, t.count, req.validate_only)
+            Ok(())
         })();
+        let result = match checked {
+            Ok(()) if req.validate_only => super::off_worker(|| {
+                broker.create_partitions(&name, t.count, true, &mut |_, _| Ok(()))
+            }),
+            Ok(()) => {
+                gate.run(&format!("adding partitions to topic '{name}'"), |g| {
+                    broker.create_partitions(&name, t.count, false, &mut |w, n| {
+                        g(&format!("adding partitions to topic '{w}'"), n)
+                    })
+                })
+                .await
+            }
+            Err(e) => Err(e),
+        };
         if let Err(e) = result {
             r.error_code = e.code;
             r.error_message = Some(s(e.message));
         }
         resp.results.push(r);
     }
+    resp.throttle_time_ms = gate.throttle(ctx);
     resp
 }
 
@@ -362,6 +588,33 @@ fn broker_entries(broker: &Broker) -> Vec<(String, String, bool)> {
             c.auto_create_topics_enable.to_string(),
         ),
         ("delete.topic.enable", c.delete_topic_enable.to_string()),
+        ("max.connections", c.max_connections.to_string()),
+        (
+            "max.connections.per.ip",
+            c.max_connections_per_ip.to_string(),
+        ),
+        (
+            "max.connections.per.ip.overrides",
+            c.max_connections_per_ip_overrides
+                .iter()
+                .map(|(h, n)| format!("{h}:{n}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        (
+            "socket.listen.backlog.size",
+            c.socket_listen_backlog_size.to_string(),
+        ),
+        (
+            "sasl.server.max.receive.size",
+            c.sasl_server_max_receive_size.to_string(),
+        ),
+        ("max.broker.partitions", c.max_broker_partitions.to_string()),
+        ("max.topic.partitions", c.max_topic_partitions.to_string()),
+        (
+            "controller.mutation.rate",
+            c.controller_mutation_rate.to_string(),
+        ),
         (
             "socket.request.max.bytes",
             c.socket_request_max_bytes.to_string(),
@@ -634,7 +887,9 @@ pub fn alter_configs(
                     })?;
                     overrides.insert(c.name.to_string(), value.to_string());
                 }
-                broker.set_topic_overrides(&res.resource_name, overrides, req.validate_only)
+                super::off_worker(|| {
+                    broker.set_topic_overrides(&res.resource_name, overrides, req.validate_only)
+                })
             })(),
             RESOURCE_BROKER => Err(static_broker_error()),
             other => Err(ApiError::new(
@@ -741,7 +996,9 @@ pub fn incremental_alter_configs(
                         }
                     }
                 }
-                broker.set_topic_overrides(&res.resource_name, overrides, req.validate_only)
+                super::off_worker(|| {
+                    broker.set_topic_overrides(&res.resource_name, overrides, req.validate_only)
+                })
             })(),
             RESOURCE_BROKER => Err(static_broker_error()),
             other => Err(ApiError::new(

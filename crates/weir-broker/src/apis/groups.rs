@@ -58,8 +58,7 @@ pub fn find_coordinator(
     let node = BrokerId(broker.config.node_id);
     // The offsets topic must exist before the coordinator is usable.
     let ready = if req.key_type == KEY_TYPE_GROUP {
-        broker
-            .ensure_offsets_topic()
+        super::off_worker(|| broker.ensure_offsets_topic())
             .map(|_| ())
             .map_err(|e| (e.code, e.message))
     } else {

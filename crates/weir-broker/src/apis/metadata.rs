@@ -1,9 +1,12 @@
 //! Metadata: this broker as the whole cluster (controller and leader of every partition,
 //! at the address advertised for the client's listener), the topics asked for, and topic
-//! auto-creation as Kafka does it (`auto.create.topics.enable`, `num.partitions`).
+//! auto-creation as Kafka does it (`auto.create.topics.enable`, `num.partitions`), bounded
+//! like a CreateTopics and by the controller mutation quota. It never makes files on the
+//! runtime's worker threads.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -12,11 +15,14 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
-use crate::broker::Broker;
+use crate::broker::{Broker, NewTopic};
 use crate::partition::LEADER_EPOCH;
 use crate::request::RequestContext;
+use crate::throttled_log::ThrottledLog;
 use weir_kafka::acl::{Operation, ResourceType};
+use weir_kafka::limits::MAX_PARTITIONS_PER_REQUEST;
 use weir_kafka::topic::{validate_topic_name, OFFSETS_TOPIC};
+use weir_kafka::ApiError;
 
 use crate::topics::Topic;
 
@@ -146,24 +152,27 @@ pub fn metadata(
             // v0–3 always allowed auto-creation; later versions say so in the request.
             let may_create =
                 broker.config.auto_create_topics_enable && (v < 4 || req.allow_auto_topic_creation);
-            for requested in list {
+            // Each requested topic's entry; names to auto-create wait for theirs.
+            let mut entries: Vec<Option<MetadataResponseTopic>> = Vec::new();
+            let mut to_create: Vec<String> = Vec::new();
+            for requested in &list {
                 let entry = match requested.name.as_ref().map(|n| n.to_string()) {
                     // Authorization first: a denied client cannot tell whether it exists.
-                    Some(name) if !describable(&name) => error_entry(
+                    Some(name) if !describable(&name) => Some(error_entry(
                         Some(name),
                         uuid::Uuid::nil(),
                         E::TopicAuthorizationFailed.code(),
                         v,
-                    ),
+                    )),
                     Some(name) => match broker.topic(&name) {
-                        Some(t) => topic_entry(broker, ctx, &t, include_ops),
+                        Some(t) => Some(topic_entry(broker, ctx, &t, include_ops)),
                         None => match validate_topic_name(&name) {
-                            Err(_) => error_entry(
+                            Err(_) => Some(error_entry(
                                 Some(name),
                                 uuid::Uuid::nil(),
                                 E::InvalidTopicException.code(),
                                 v,
-                            ),
+                            )),
                             Ok(())
                                 if may_create
                                     && !broker.allowed_on_cluster(ctx, Operation::Create)
@@ -174,57 +183,180 @@ pub fn metadata(
                                         &name,
                                     ) =>
                             {
-                                error_entry(
+                                Some(error_entry(
                                     Some(name),
                                     uuid::Uuid::nil(),
                                     E::TopicAuthorizationFailed.code(),
                                     v,
-                                )
+                                ))
                             }
                             Ok(()) if may_create => {
-                                let created = if name == OFFSETS_TOPIC {
-                                    broker.ensure_offsets_topic()
-                                } else {
-                                    broker.create_topic(
-                                        &name,
-                                        broker.config.num_partitions,
-                                        BTreeMap::new(),
-                                        false,
-                                    )
-                                };
-                                match created {
-                                    Ok(t) => topic_entry(broker, ctx, &t, include_ops),
-                                    // Raced with another creator: serve what exists.
-                                    Err(_) if broker.topic(&name).is_some() => topic_entry(
-                                        broker,
-                                        ctx,
-                                        &broker.topic(&name).expect("checked"),
-                                        include_ops,
-                                    ),
-                                    Err(e) => error_entry(Some(name), uuid::Uuid::nil(), e.code, v),
+                                if !to_create.contains(&name) {
+                                    to_create.push(name);
                                 }
+                                None
                             }
-                            Ok(()) => error_entry(
+                            Ok(()) => Some(error_entry(
                                 Some(name),
                                 uuid::Uuid::nil(),
                                 E::UnknownTopicOrPartition.code(),
                                 v,
-                            ),
+                            )),
                         },
                     },
                     // By id: a topic the client may not describe is as unknown as one
                     // that does not exist, as in Kafka.
-                    None => match broker
-                        .topic_by_id(requested.topic_id)
-                        .filter(|t| describable(&t.name))
-                    {
-                        Some(t) => topic_entry(broker, ctx, &t, include_ops),
-                        None => error_entry(None, requested.topic_id, E::UnknownTopicId.code(), v),
-                    },
+                    None => Some(
+                        match broker
+                            .topic_by_id(requested.topic_id)
+                            .filter(|t| describable(&t.name))
+                        {
+                            Some(t) => topic_entry(broker, ctx, &t, include_ops),
+                            None => {
+                                error_entry(None, requested.topic_id, E::UnknownTopicId.code(), v)
+                            }
+                        },
+                    ),
                 };
+                entries.push(entry);
+            }
+            let created = auto_create(broker, ctx, to_create);
+            for (requested, entry) in list.iter().zip(entries) {
+                let entry = entry.unwrap_or_else(|| {
+                    let name = requested
+                        .name
+                        .as_ref()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default();
+                    match created.get(&name) {
+                        Some(Ok(t)) => topic_entry(broker, ctx, t, include_ops),
+                        Some(Err(code)) => error_entry(Some(name), uuid::Uuid::nil(), *code, v),
+                        None => error_entry(
+                            Some(name),
+                            uuid::Uuid::nil(),
+                            E::UnknownTopicOrPartition.code(),
+                            v,
+                        ),
+                    }
+                });
                 resp.topics.push(entry);
+            }
+            let throttle = created.throttle_ms;
+            if throttle > 0 {
+                ctx.throttle(throttle);
+                if v >= 3 {
+                    resp.throttle_time_ms = throttle.min(i32::MAX as u32) as i32;
+                }
             }
         }
     }
     resp
+}
+
+/// What auto-creation made of the names it was given: a topic, or the error code its
+/// Metadata entry carries; and how long the client is throttled for.
+#[derive(Default)]
+struct AutoCreated {
+    topics: BTreeMap<String, Result<Arc<Topic>, i16>>,
+    throttle_ms: u32,
+}
+
+impl AutoCreated {
+    fn get(&self, name: &str) -> Option<&Result<Arc<Topic>, i16>> {
+        self.topics.get(name)
+    }
+}
+
+/// Refused auto-creations are logged once a second at most: a client naming thousands of
+/// topics would otherwise write thousands of lines.
+static REFUSED: ThrottledLog = ThrottledLog::new(Duration::from_secs(1));
+
+/// Auto-creates `names` with `num.partitions` each, as one CreateTopics would, within the
+/// same bounds: no more partitions than one request may create (the names past that are
+/// left for the client's next request), the broker's capacity, and the client's controller
+/// mutation quota. A name refused for a bound is answered UNKNOWN_TOPIC_OR_PARTITION,
+/// which clients retry, as Kafka answers while an auto-creation is pending (Metadata has
+/// no message to say more: the broker logs why). The work runs off the runtime's worker
+/// threads.
+fn auto_create(broker: &Broker, ctx: &RequestContext, names: Vec<String>) -> AutoCreated {
+    let mut out = AutoCreated::default();
+    if names.is_empty() {
+        return out;
+    }
+    let each = broker.config.num_partitions.max(1) as usize;
+    let mut asks = Vec::new();
+    let mut total = 0usize;
+    for name in names {
+        if name == OFFSETS_TOPIC {
+            let t = super::off_worker(|| broker.ensure_offsets_topic());
+            out.topics.insert(name, t.map_err(|e| e.code));
+        } else if total + each > MAX_PARTITIONS_PER_REQUEST {
+            out.topics
+                .insert(name, Err(E::UnknownTopicOrPartition.code()));
+        } else {
+            total += each;
+            asks.push(NewTopic {
+                name,
+                partitions: each as i32,
+                overrides: BTreeMap::new(),
+            });
+        }
+    }
+    let names: Vec<String> = asks.iter().map(|a| a.name.clone()).collect();
+    let mut throttle_ms = 0u32;
+    let results = super::off_worker(|| {
+        broker.create_topics(asks, false, &mut |w, n| {
+            broker
+                .mutations
+                .record(&ctx.principal, n, Instant::now())
+                .map_err(|ms| {
+                    throttle_ms = throttle_ms.max(ms);
+                    ApiError::new(
+                        E::ThrottlingQuotaExceeded,
+                        format!(
+                            "auto-creating topic '{w}': {} is over its controller mutation \
+                             quota (controller.mutation.rate={} partitions a second)",
+                            ctx.principal,
+                            broker.mutations.rate()
+                        ),
+                    )
+                })
+        })
+    });
+    out.throttle_ms = throttle_ms;
+    let mut refused = 0usize;
+    let mut why = None;
+    for (name, r) in names.into_iter().zip(results) {
+        let r = match r {
+            Ok(t) => Ok(t),
+            // Made meanwhile by another request: serve it.
+            Err(_) if broker.topic(&name).is_some() => Ok(broker.topic(&name).expect("checked")),
+            Err(e)
+                if e.code == E::ThrottlingQuotaExceeded.code()
+                    || e.code == E::PolicyViolation.code() =>
+            {
+                refused += 1;
+                why.get_or_insert(e.message);
+                Err(E::UnknownTopicOrPartition.code())
+            }
+            Err(e) => Err(e.code),
+        };
+        out.topics.insert(name, r);
+    }
+    if let Some(why) = why {
+        if let Some(left_out) = REFUSED.due(Instant::now()) {
+            let since = if left_out > 0 {
+                format!(" ({left_out} more such refusals in the last second)")
+            } else {
+                String::new()
+            };
+            tracing::info!(
+                principal = %ctx.principal,
+                client_id = %ctx.client_id,
+                peer = %ctx.peer,
+                "not auto-creating {refused} topics a Metadata request named: {why}{since}"
+            );
+        }
+    }
+    out
 }

@@ -22,6 +22,17 @@ mod produce;
 mod quotas;
 pub mod sasl;
 
+/// Runs blocking work (making files, syncing them) from a handler without holding up the
+/// other connections this worker thread serves: on a multi-threaded runtime the worker's
+/// other tasks move to another thread meanwhile.
+pub(crate) fn off_worker<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 /// Routes a request to its handler. `Err` closes the connection (only for requests that
 /// break the protocol itself).
 pub async fn handle(
@@ -47,13 +58,13 @@ pub async fn handle(
             ResponseKind::DeleteRecords(offsets::delete_records(broker, ctx, r))
         }
         RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(admin::create_topics(broker, ctx, r))
+            ResponseKind::CreateTopics(admin::create_topics(broker, ctx, r).await)
         }
         RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(admin::delete_topics(broker, ctx, r))
+            ResponseKind::DeleteTopics(admin::delete_topics(broker, ctx, r).await)
         }
         RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(admin::create_partitions(broker, ctx, r))
+            ResponseKind::CreatePartitions(admin::create_partitions(broker, ctx, r).await)
         }
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(admin::describe_configs(broker, ctx, r))
