@@ -118,8 +118,10 @@ impl RunningBroker {
                 .get(&name)
                 .map(|c| tokio_rustls::TlsAcceptor::from(c.clone()));
             let name: Arc<str> = name.into();
+            // Subscribed before the task starts: a stop sent before its first poll would
+            // otherwise count as already seen, and the task would never end.
+            let mut shutdown = broker.shutdown.subscribe();
             accept_tasks.push(tokio::spawn(async move {
-                let mut shutdown = broker.shutdown.subscribe();
                 loop {
                     let accepted = tokio::select! {
                         a = listener.accept() => a,
