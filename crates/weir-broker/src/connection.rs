@@ -2,9 +2,11 @@
 //! header, dispatch, and responses written back in request order. Requests are handled one
 //! at a time per connection, as Kafka does, while the next ones are already buffered
 //! (clients pipeline) and the previous responses are still being written. Request bytes
-//! in memory are bounded over all connections by `queued.max.request.bytes`, and the
-//! responses waiting for a client to read them per connection. A frame that is
-//! too large, truncated or undecodable closes this connection and nothing else.
+//! in memory are bounded over all connections by `queued.max.request.bytes` (charged as
+//! they arrive, and to a quarter of it before a connection has proved itself), before SASL
+//! authentication by `sasl.server.max.receive.size` per frame, and the responses waiting
+//! for a client to read them per connection. A frame that is too large, truncated or
+//! undecodable closes this connection and nothing else.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,7 +26,7 @@ use weir_security::Session;
 
 use crate::apis;
 use crate::broker::Broker;
-use crate::memory::RequestMemory;
+use crate::memory::{Held, RequestMemory};
 use crate::request::{RequestContext, Response};
 use crate::versions::api_versions_response;
 use crate::wire::{self, Decoded, Outgoing};
@@ -38,10 +40,9 @@ struct Mute {
     delay_response: bool,
 }
 
-/// Reads for requests smaller than this share one buffer per connection, which may hold
-/// several pipelined requests at once; larger requests get a buffer of their own.
-const READ_CHUNK: usize = 64 * 1024;
-/// The room a connection's first read after a pause makes.
+/// The room a connection's first read after a pause makes: the read buffer every
+/// connection may hold, which may hold several small pipelined requests at once. A request
+/// that does not fit in it gets a buffer of its own, charged to the request memory.
 const FIRST_READ: usize = 8 * 1024;
 /// KiB of responses that may wait for one connection's client to read them; a larger
 /// response waits alone.
@@ -109,14 +110,16 @@ impl WriteSide {
 }
 
 /// Reads request frames off a connection. It holds no buffer while the connection is
-/// idle, and memory for a frame only as the frame's bytes arrive, so neither ten thousand
-/// idle connections nor clients that announce large frames and send them slowly cost more
-/// than the bytes they have actually sent.
+/// idle, and memory for a frame only as the frame's bytes arrive: a read buffer of at most
+/// `FIRST_READ` bytes that every connection may hold, and past that a buffer of the
+/// frame's own that grows (doubling) only once its bytes have filled it, each growth taken
+/// from the request memory first. So neither ten thousand idle connections nor clients
+/// that announce large frames and send them slowly, or not at all, hold more than about
+/// twice the bytes they have actually sent.
 struct FrameReader {
     rd: ReadSide,
     buf: BytesMut,
     idle: Duration,
-    max: usize,
 }
 
 impl FrameReader {
@@ -156,11 +159,28 @@ impl FrameReader {
         }
     }
 
+    /// Waits (at most `idle`) until bytes can be read. Plain TCP can wait without a
+    /// buffer; TLS cannot, and returns at once.
+    async fn readable(&mut self) -> Result<(), Stop> {
+        match &mut self.rd {
+            ReadSide::Plain(rd) => match tokio::time::timeout(self.idle, rd.readable()).await {
+                Err(_) => Err(Stop::Idle),
+                Ok(Err(_)) => Err(Stop::Quiet),
+                Ok(Ok(())) => Ok(()),
+            },
+            ReadSide::Tls(_) => Ok(()),
+        }
+    }
+
     /// The next request frame (after its size prefix), with the request memory it holds.
+    /// A size prefix below 8 or above `max` stops the connection before anything is held
+    /// for it. `proven`: whether the connection has proved itself (see `memory`).
     async fn next(
         &mut self,
         memory: &RequestMemory,
-    ) -> Result<(Bytes, OwnedSemaphorePermit), Stop> {
+        proven: bool,
+        max: usize,
+    ) -> Result<(Bytes, Held), Stop> {
         while self.buf.len() < 4 {
             // A small first read: most requests are small, and a closing connection wakes
             // this too.
@@ -171,39 +191,49 @@ impl FrameReader {
             }
         }
         let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
-        if size < 8 || size as usize > self.max {
+        if size < 8 || size as usize > max {
             return Err(Stop::BadSize(size));
         }
         let size = size as usize;
         self.buf.advance(4);
-        if size <= READ_CHUNK || self.buf.len() >= size {
-            let permit = memory.take(size).await.ok_or(Stop::Quiet)?;
-            if self.buf.len() < size {
-                // Room for the rest of this frame, and for what is pipelined behind it.
-                self.buf.reserve(size - self.buf.len() + FIRST_READ);
-            }
-            while self.buf.len() < size {
-                self.fill(READ_CHUNK).await?;
-            }
+        if self.buf.len() >= size {
+            // Whole in the read buffer, which every connection may hold: nothing to wait for.
             let frame = self.buf.split_to(size).freeze();
             if self.buf.is_empty() {
                 // Let the allocation go with the frame: an idle connection holds nothing.
                 self.buf = BytesMut::new();
             }
-            return Ok((frame, permit));
+            return Ok((frame, Held::nothing()));
         }
-        // A large frame grows by doubling as its bytes arrive, taking request memory for
-        // each growth before making it. What the shared buffer holds is all this frame's.
+        // The rest is still to come. What the read buffer holds is all this frame's (it
+        // is shorter than the frame); it becomes the frame's own buffer, and is charged.
         let mut frame = std::mem::take(&mut self.buf);
-        let mut permit = memory.take(frame.capacity()).await.ok_or(Stop::Quiet)?;
-        let mut charged = frame.capacity();
+        let mut held = Held::nothing();
+        let mut charged = 0;
+        if frame.is_empty() {
+            // Only the size prefix came: hold nothing until more does.
+            frame = BytesMut::new();
+        } else {
+            charged = frame.capacity();
+            held = memory.take(charged, proven).await.ok_or(Stop::Quiet)?;
+        }
         while frame.len() < size {
             if frame.len() == frame.capacity() {
-                let grown = (frame.capacity() * 2).clamp(2 * FIRST_READ, size);
-                let more = memory.take(grown - charged).await.ok_or(Stop::Quiet)?;
-                permit.merge(more);
+                // Bytes first, then the room for them, and the memory before the room.
+                self.readable().await?;
+                let grown = if frame.capacity() == 0 {
+                    FIRST_READ
+                } else {
+                    frame.capacity() * 2
+                }
+                .min(size);
+                let more = memory
+                    .take(grown.saturating_sub(charged), proven)
+                    .await
+                    .ok_or(Stop::Quiet)?;
+                held.merge(more);
                 frame.reserve(grown - frame.len());
-                charged = grown;
+                charged = charged.max(grown);
             }
             let want = (size - frame.len()) as u64;
             let read =
@@ -216,8 +246,8 @@ impl FrameReader {
                 Ok(Err(_)) => return Err(Stop::Quiet),
             }
         }
-        // The shared buffer held less than one frame, so nothing of the next is in `frame`.
-        Ok((frame.freeze(), permit))
+        // The read buffer held less than one frame, so nothing of the next is in `frame`.
+        Ok((frame.freeze(), held))
     }
 }
 
@@ -272,12 +302,27 @@ pub async fn serve(broker: Arc<Broker>, stream: Stream, peer: SocketAddr, listen
         rd,
         buf: BytesMut::new(),
         idle: Duration::from_millis(broker.config.connections_max_idle_ms.max(1)),
-        max: broker.config.socket_request_max_bytes,
     };
+    let sasl = broker.config.sasl.contains_key(&*listener);
+    // Whether this connection has sent a whole request and had it handled.
+    let mut served_one = false;
     let mut shutdown = broker.shutdown.subscribe();
     loop {
+        // Before SASL authentication a frame is bounded by sasl.server.max.receive.size,
+        // as in Kafka; a connection is proven once authenticated (on a SASL listener) or
+        // once it has had a request served (on any other).
+        let authenticated = !sasl || session.allows(ApiKey::Produce);
+        let proven = served_one && authenticated;
+        let max = if authenticated {
+            broker.config.socket_request_max_bytes
+        } else {
+            broker
+                .config
+                .sasl_server_max_receive_size
+                .min(broker.config.socket_request_max_bytes)
+        };
         let next = tokio::select! {
-            r = reader.next(&broker.request_memory) => r,
+            r = reader.next(&broker.request_memory, proven, max) => r,
             _ = shutdown.changed() => Err(Stop::Quiet),
         };
         let (frame, permit) = match next {
@@ -287,8 +332,12 @@ pub async fn serve(broker: Arc<Broker>, stream: Stream, peer: SocketAddr, listen
                 tracing::debug!(%peer, "closing an idle connection (connections.max.idle.ms)");
                 break;
             }
+            Err(Stop::BadSize(size)) if !authenticated => {
+                tracing::info!(%peer, size, max, "closing a connection: a frame before SASL authentication out of bounds (sasl.server.max.receive.size)");
+                break;
+            }
             Err(Stop::BadSize(size)) => {
-                tracing::warn!(%peer, size, max = reader.max, "closing a connection: request size out of bounds (socket.request.max.bytes)");
+                tracing::warn!(%peer, size, max, "closing a connection: request size out of bounds (socket.request.max.bytes)");
                 break;
             }
             Err(Stop::Cut) => {
@@ -304,6 +353,7 @@ pub async fn serve(broker: Arc<Broker>, stream: Stream, peer: SocketAddr, listen
             Box::pin(handle_frame(&broker, frame, peer, &listener, &mut session)).await
         };
         drop(permit);
+        served_one = true;
         let close = matches!(response, Ok((_, true, _)));
         let mute = response.as_ref().map_or(Mute::default(), |r| r.2);
         if mute.delay_response && !pause(mute.ms, &mut shutdown).await {

@@ -760,6 +760,51 @@ async fn every_api_refuses_a_client_the_acls_do_not_allow() {
     broker.stop().await.unwrap();
 }
 
+/// Before SASL authentication a frame larger than `sasl.server.max.receive.size` closes
+/// the connection, as in Kafka, before the broker holds anything for it; a small one is
+/// answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frame_before_sasl_authentication_is_bounded_by_sasl_server_max_receive_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut props = std::collections::BTreeMap::new();
+    props.insert(
+        "listeners".to_string(),
+        "SASL_PLAINTEXT://127.0.0.1:0".to_string(),
+    );
+    props.insert("log.dirs".to_string(), dir.path().display().to_string());
+    props.insert(
+        "sasl.server.max.receive.size".to_string(),
+        "1024".to_string(),
+    );
+    let broker = RunningBroker::start(BrokerConfig::from_properties(props).unwrap())
+        .await
+        .unwrap();
+    let addr = broker.addrs[0];
+
+    // A size prefix over the bound, and nothing else: closed at once.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(&2048i32.to_be_bytes()).await.unwrap();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut rest)).await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "the broker should have closed the connection, got {read:?}"
+    );
+
+    // ApiVersions fits, and is answered.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let resp = call(
+        &mut s,
+        ApiKey::ApiVersions,
+        3,
+        1,
+        RequestKind::ApiVersions(ApiVersionsRequest::default()),
+    )
+    .await;
+    assert!(matches!(resp, ResponseKind::ApiVersions(r) if r.error_code == 0));
+    broker.stop().await.unwrap();
+}
+
 /// A creation a crash interrupted leaves directories that the next start removes: the
 /// journal said which topic was being made, and its id. A topic whose creation completed
 /// loads whole.
