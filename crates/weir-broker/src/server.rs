@@ -1,7 +1,8 @@
-//! Listening: bind every configured listener, accept connections within
-//! `max.connections` and `max.connections.per.ip`, and hand each to its own task. Shutting
-//! down stops accepting, lets open connections finish the request in hand, then closes the
-//! logs cleanly.
+//! Listening: bind every configured listener (with `socket.listen.backlog.size`), accept
+//! connections within `max.connections` (and the connections' share of file descriptors),
+//! `max.connections.per.ip` and its overrides, and hand each to its own task. A refused
+//! connection is logged, once a second at most. Shutting down stops accepting, lets open
+//! connections finish the request in hand, then closes the logs cleanly.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -9,11 +10,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
 use crate::connection::Stream;
+use crate::throttled_log::ThrottledLog;
+
+/// Refusals and accept failures are logged once a second at most, with a count of those
+/// left out: a flood of connections must not become a flood of log lines.
+static REFUSED: ThrottledLog = ThrottledLog::new(Duration::from_secs(1));
+static ACCEPT_FAILED: ThrottledLog = ThrottledLog::new(Duration::from_secs(1));
 
 /// How long a client has to finish its TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -28,10 +35,21 @@ pub struct RunningBroker {
 }
 
 struct Limits {
+    /// `max.connections`, or the connections' share of descriptors if that is less.
     max: usize,
+    /// `max.connections` as configured, to say which bound refused.
+    configured_max: usize,
     per_ip: usize,
+    /// `max.connections.per.ip.overrides`, resolved.
+    per_ip_overrides: HashMap<IpAddr, usize>,
     open: Arc<AtomicUsize>,
     by_ip: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// Why a connection was refused.
+enum Refusal {
+    Total(usize),
+    PerIp(usize),
 }
 
 /// Counts one connection for as long as it lives.
@@ -56,23 +74,102 @@ impl Drop for Slot {
 }
 
 impl Limits {
-    fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<Slot> {
-        let mut m = self.by_ip.lock().ok()?;
+    fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, Refusal> {
+        let ip = ip.to_canonical();
+        let mut m = self.by_ip.lock().unwrap_or_else(|e| e.into_inner());
+        let per_ip = self
+            .per_ip_overrides
+            .get(&ip)
+            .copied()
+            .unwrap_or(self.per_ip);
         let per = m.entry(ip).or_insert(0);
-        if *per >= self.per_ip || self.open.load(Ordering::SeqCst) >= self.max {
+        let refusal = if *per >= per_ip {
+            Some(Refusal::PerIp(per_ip))
+        } else if self.open.load(Ordering::SeqCst) >= self.max {
+            Some(Refusal::Total(self.max))
+        } else {
+            None
+        };
+        if let Some(r) = refusal {
             if *per == 0 {
                 m.remove(&ip);
             }
-            return None;
+            return Err(r);
         }
         *per += 1;
         let n = self.open.fetch_add(1, Ordering::SeqCst) + 1;
         crate::metrics::connections(n);
-        Some(Slot {
+        Ok(Slot {
             limits: self.clone(),
             ip,
         })
     }
+
+    /// Logs a refusal (once a second at most) in words that say which bound to raise.
+    fn log_refusal(&self, peer: SocketAddr, listener: &str, r: &Refusal) {
+        let Some(left_out) = REFUSED.due(std::time::Instant::now()) else {
+            return;
+        };
+        let why = match r {
+            Refusal::PerIp(n) => format!(
+                "{} already has {n} connections open (max.connections.per.ip, or its entry in \
+                 max.connections.per.ip.overrides)",
+                peer.ip()
+            ),
+            Refusal::Total(n) if *n < self.configured_max => format!(
+                "{n} connections are open, all that the broker's file descriptors allow them \
+                 (raise its open-files limit, ulimit -n)"
+            ),
+            Refusal::Total(n) => format!("{n} connections are open (max.connections)"),
+        };
+        let since = if left_out > 0 {
+            format!("; {left_out} more refused since the last such line")
+        } else {
+            String::new()
+        };
+        tracing::warn!(%peer, %listener, "refusing a connection: {why}{since}");
+    }
+}
+
+/// Binds `addr` with a listen backlog of `backlog` (SO_REUSEADDR set, as tokio's own
+/// bind does).
+async fn bind(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = if a.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a).and_then(|()| socket.listen(backlog)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("the address resolves to nothing")))
+}
+
+/// `max.connections.per.ip.overrides`, with host names resolved to their addresses.
+async fn resolve_overrides(
+    overrides: &[(String, usize)],
+) -> Result<HashMap<IpAddr, usize>, String> {
+    let mut out = HashMap::new();
+    for (host, n) in overrides {
+        if let Ok(ip) = host.parse::<IpAddr>() {
+            out.insert(ip.to_canonical(), *n);
+            continue;
+        }
+        let addrs = tokio::net::lookup_host((host.as_str(), 0))
+            .await
+            .map_err(|e| {
+                format!("max.connections.per.ip.overrides: cannot resolve '{host}': {e}")
+            })?;
+        for a in addrs {
+            out.insert(a.ip().to_canonical(), *n);
+        }
+    }
+    Ok(out)
 }
 
 impl RunningBroker {
@@ -81,7 +178,7 @@ impl RunningBroker {
     pub async fn start(mut config: BrokerConfig) -> Result<RunningBroker, String> {
         let mut bound = Vec::new();
         for (i, l) in config.listeners.clone().iter().enumerate() {
-            let listener = TcpListener::bind(l.bind_addr())
+            let listener = bind(&l.bind_addr(), config.socket_listen_backlog_size)
                 .await
                 .map_err(|e| format!("cannot listen on {} ({}): {e}", l.bind_addr(), l.name))?;
             let addr = listener.local_addr().map_err(|e| e.to_string())?;
@@ -97,11 +194,17 @@ impl RunningBroker {
             }
             bound.push((l.name.clone(), listener, addr));
         }
+        let per_ip_overrides = resolve_overrides(&config.max_connections_per_ip_overrides).await?;
         let broker = tokio::task::block_in_place(|| Broker::start(config))?;
         let open = Arc::new(AtomicUsize::new(0));
         let limits = Arc::new(Limits {
-            max: broker.config.max_connections,
+            max: broker
+                .config
+                .max_connections
+                .min(broker.descriptors.connections),
+            configured_max: broker.config.max_connections,
             per_ip: broker.config.max_connections_per_ip,
+            per_ip_overrides,
             open: open.clone(),
             by_ip: Mutex::new(HashMap::new()),
         });
@@ -129,10 +232,13 @@ impl RunningBroker {
                     };
                     match accepted {
                         Ok((stream, peer)) => {
-                            let Some(slot) = limits.admit(peer.ip()) else {
-                                tracing::warn!(%peer, "refusing a connection: max.connections or max.connections.per.ip reached");
-                                drop(stream);
-                                continue;
+                            let slot = match limits.admit(peer.ip()) {
+                                Ok(slot) => slot,
+                                Err(refusal) => {
+                                    limits.log_refusal(peer, &name, &refusal);
+                                    drop(stream);
+                                    continue;
+                                }
                             };
                             let broker = broker.clone();
                             let name = name.clone();
@@ -164,7 +270,9 @@ impl RunningBroker {
                         }
                         Err(e) => {
                             // Out of file descriptors and the like: back off, keep serving.
-                            tracing::error!("accept failed: {e}");
+                            if let Some(left_out) = ACCEPT_FAILED.due(std::time::Instant::now()) {
+                                tracing::error!(listener = %name, "accept failed: {e} ({left_out} more failures since the last such line)");
+                            }
                             tokio::time::sleep(Duration::from_millis(100)).await;
                         }
                     }

@@ -850,3 +850,59 @@ async fn a_start_after_a_crash_removes_what_an_interrupted_creation_made() {
     );
     broker.stop().await.unwrap();
 }
+
+/// `max.connections.per.ip.overrides` gives an address its own limit: with
+/// `max.connections.per.ip=2` and an override of 5 for 127.0.0.1, five connections from it
+/// are served and the sixth is closed at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_override_replaces_max_connections_per_ip() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut props = std::collections::BTreeMap::new();
+    props.insert(
+        "listeners".to_string(),
+        "PLAINTEXT://127.0.0.1:0".to_string(),
+    );
+    props.insert("log.dirs".to_string(), dir.path().display().to_string());
+    props.insert("max.connections.per.ip".to_string(), "2".to_string());
+    props.insert(
+        "max.connections.per.ip.overrides".to_string(),
+        "localhost-of-nobody.invalid:1,127.0.0.1:5".to_string(),
+    );
+    // A host that does not resolve stops the start with its name.
+    let e = match RunningBroker::start(BrokerConfig::from_properties(props.clone()).unwrap()).await
+    {
+        Err(e) => e,
+        Ok(_) => panic!("a host that does not resolve was accepted"),
+    };
+    assert!(e.contains("localhost-of-nobody.invalid"), "{e}");
+    props.insert(
+        "max.connections.per.ip.overrides".to_string(),
+        "127.0.0.1:5".to_string(),
+    );
+    let broker = RunningBroker::start(BrokerConfig::from_properties(props).unwrap())
+        .await
+        .unwrap();
+    let mut open = Vec::new();
+    for i in 0..5 {
+        let mut s = TcpStream::connect(broker.addrs[0]).await.unwrap();
+        let resp = call(
+            &mut s,
+            ApiKey::ApiVersions,
+            3,
+            i,
+            RequestKind::ApiVersions(ApiVersionsRequest::default()),
+        )
+        .await;
+        assert!(matches!(resp, ResponseKind::ApiVersions(r) if r.error_code == 0));
+        open.push(s);
+    }
+    let mut sixth = TcpStream::connect(broker.addrs[0]).await.unwrap();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), sixth.read_to_end(&mut rest)).await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "the sixth connection should have been closed, got {read:?}"
+    );
+    drop(open);
+    broker.stop().await.unwrap();
+}

@@ -39,6 +39,15 @@ fn init_logging() {
 
 pub fn run(args: Args) -> ExitCode {
     init_logging();
+    // As servers commonly do: the hard limit is what the administrator allows, the soft
+    // one only a default. The broker divides what it gets (see weir_broker::descriptors).
+    match weir_broker::descriptors::raise_limit() {
+        Ok(r) if r.to > r.from => {
+            tracing::info!("raised the open-files limit from {} to {}", r.from, r.to)
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("keeping the open-files limit as it is: {e}"),
+    }
     let mut overrides = Vec::new();
     for o in &args.overrides {
         match o.split_once('=') {
