@@ -884,7 +884,11 @@ impl Broker {
             }],
         )?;
         self.topics.write().map_err(|_| poisoned())?.remove(name);
-        changes.held -= topic.partitions.len();
+        debug_assert!(
+            changes.held >= topic.partitions.len(),
+            "the partition tally"
+        );
+        changes.held = changes.held.saturating_sub(topic.partitions.len());
         changes.normalized.remove(&normalized(name));
         for p in &topic.partitions {
             self.logs.delete_log(&p.tp)?;
@@ -988,6 +992,7 @@ impl Broker {
                 partitions: parts,
             }),
         );
+        changes.held += more;
         tracing::info!(topic = name, from = current, to = count, "added partitions");
         self.maybe_fold(&mut changes.store, 3);
         Ok(())

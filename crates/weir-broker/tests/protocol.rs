@@ -906,3 +906,37 @@ async fn an_address_override_replaces_max_connections_per_ip() {
     drop(open);
     broker.stop().await.unwrap();
 }
+
+/// The broker's partition limit holds across creating, growing and deleting topics:
+/// `max.broker.partitions=5`, with the offsets topic's 2 kept free until it exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_partition_limit_counts_growth_and_deletion() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut props = std::collections::BTreeMap::new();
+    props.insert("listeners".into(), "PLAINTEXT://127.0.0.1:0".into());
+    props.insert("log.dirs".into(), dir.path().display().to_string());
+    props.insert("offsets.topic.num.partitions".into(), "2".into());
+    props.insert("max.broker.partitions".into(), "5".into());
+    let running = RunningBroker::start(BrokerConfig::from_properties(props).unwrap())
+        .await
+        .unwrap();
+    let b = running.broker.clone();
+    let free = &mut |_: &str, _: usize| Ok(());
+    b.create_topic("a", 2, Default::default(), false).unwrap();
+    b.create_partitions("a", 3, false, free).unwrap();
+    let e = b.create_partitions("a", 4, false, free).unwrap_err();
+    assert_eq!(e.code, 44, "{}", e.message);
+    assert!(
+        e.message.contains("max.broker.partitions is 5"),
+        "{}",
+        e.message
+    );
+    let e = b
+        .create_topic("b", 1, Default::default(), false)
+        .unwrap_err();
+    assert_eq!(e.code, 44, "{}", e.message);
+    b.delete_topic("a", free).unwrap();
+    b.create_topic("b", 3, Default::default(), false).unwrap();
+    assert_eq!(b.topic("b").unwrap().partitions.len(), 3);
+    running.stop().await.unwrap();
+}
