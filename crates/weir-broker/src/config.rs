@@ -774,6 +774,47 @@ mod tests {
         assert_eq!(c.log_dirs, vec![PathBuf::from("./weir-data")]);
         assert_eq!(c.num_partitions, 1);
         assert!(c.auto_create_topics_enable);
+        // Kafka's defaults, and Weir's where a note in from_properties says why.
+        assert_eq!(c.sasl_server_max_receive_size, 524_288);
+        assert_eq!(c.socket_listen_backlog_size, 4096);
+        assert_eq!(c.max_topic_partitions, 10_000);
+        assert_eq!(c.max_broker_partitions, i32::MAX as usize);
+        assert_eq!(c.controller_mutation_rate, 100.0);
+        assert!(c.max_connections_per_ip_overrides.is_empty());
+    }
+
+    #[test]
+    fn connection_and_partition_limits_parse_as_kafka_writes_them() {
+        let c = cfg(&[
+            (
+                "max.connections.per.ip.overrides",
+                "broker1:10, 10.0.0.7:0,[::1]:3",
+            ),
+            ("max.broker.partitions", "5000"),
+            ("max.partitions", "4000"),
+            ("sasl.server.max.receive.size", "65536"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.max_connections_per_ip_overrides,
+            vec![
+                ("broker1".to_string(), 10),
+                ("10.0.0.7".to_string(), 0),
+                ("::1".to_string(), 3)
+            ]
+        );
+        assert_eq!(c.max_broker_partitions, 4000, "the smaller of the two");
+        assert_eq!(c.sasl_server_max_receive_size, 65536);
+        let e = cfg(&[("max.connections.per.ip.overrides", "broker1")]).unwrap_err();
+        assert!(e.contains("HOST:COUNT"), "{e}");
+        let e = cfg(&[("max.connections.per.ip.overrides", "broker1:-1")]).unwrap_err();
+        assert!(e.contains("whole number"), "{e}");
+        let e = cfg(&[("controller.mutation.rate", "0")]).unwrap_err();
+        assert!(e.contains("positive"), "{e}");
+        let e = cfg(&[("socket.listen.backlog.size", "0")]).unwrap_err();
+        assert!(e.contains("at least 1"), "{e}");
+        let e = cfg(&[("max.topic.partitions", "0")]).unwrap_err();
+        assert!(e.contains("at least 1"), "{e}");
     }
 
     #[test]
