@@ -652,8 +652,10 @@ async fn metadata_naming_many_new_topics_creates_only_what_the_bounds_allow() {
             .map(|t| t.error_code)
             .collect::<std::collections::BTreeSet<_>>()
     );
+    // Bounded by what the descriptors hold (108 while every partition keeps three files
+    // open), or, where partitions hold none of their own, by the quota's burst (1,100).
     assert!(
-        !created.is_empty() && created.len() < 200,
+        !created.is_empty() && created.len() <= 1_101,
         "{} created",
         created.len()
     );
