@@ -17,7 +17,7 @@ use weir_record::{BatchBuilder, Compression, LogEntries};
 use weir_kafka::acl::{Operation, ResourceType};
 
 use crate::config::BrokerConfig;
-use crate::descriptors::{self, Budget, DESCRIPTORS_PER_PARTITION};
+use crate::descriptors::{self, Budget, MAPPINGS_PER_PARTITION};
 use crate::memory::RequestMemory;
 use crate::mutation_quota::MutationQuota;
 use crate::partition::Partition;
@@ -75,32 +75,12 @@ struct Changes {
     /// Every topic's name with '.' read as '_', to the name: Kafka refuses a new name that
     /// collides with another so (their metric names would be the same).
     normalized: HashMap<String, String>,
-    /// The descriptors open when last counted, plus those of partitions made since.
-    open_files: Option<(std::time::Instant, usize)>,
 }
 
 impl Changes {
-    /// The descriptors open now, as far as a change needs to know: counted at most once a
-    /// second, since counting costs about a microsecond per open descriptor (20 ms with
-    /// 20,000 open), with the files of partitions made since the count added.
-    fn open_files(&mut self) -> Option<usize> {
-        let now = std::time::Instant::now();
-        match self.open_files {
-            Some((at, n)) if now.duration_since(at) < std::time::Duration::from_secs(1) => Some(n),
-            _ => {
-                let n = descriptors::open_now()?;
-                self.open_files = Some((now, n));
-                Some(n)
-            }
-        }
-    }
-
-    /// `partitions` were made: their files are open.
+    /// `partitions` were made.
     fn made(&mut self, partitions: usize) {
         self.held += partitions;
-        if let Some((_, n)) = self.open_files.as_mut() {
-            *n += partitions * DESCRIPTORS_PER_PARTITION;
-        }
     }
 }
 
@@ -189,11 +169,12 @@ impl Broker {
         descriptors::give_logs_their_share(&mut config.log_manager, budget.logs);
         tracing::info!(
             "file descriptors: {} open at most; {} for connections (max.connections {}), {} \
-             for the logs, enough for {} partitions",
+             for the logs ({} segment files open at once); memory mappings for {} partitions",
             budget.total,
             budget.connections,
             config.max_connections,
             budget.logs,
+            config.log_manager.max_open_segment_files,
             budget.partitions()
         );
         let loaded = topics::load(&config.log_dirs)?;
@@ -274,7 +255,6 @@ impl Broker {
                 .keys()
                 .map(|n| (normalized(n), n.clone()))
                 .collect(),
-            open_files: None,
         };
         let capacity = config.max_broker_partitions.min(budget.partitions());
         if held > capacity {
@@ -524,7 +504,7 @@ impl Broker {
     }
 
     /// The most partitions this broker may hold: `max.broker.partitions` (and
-    /// `max.partitions`), or what the logs' share of descriptors can keep open if less.
+    /// `max.partitions`), or what the process can map if less.
     pub fn partition_capacity(&self) -> usize {
         self.config
             .max_broker_partitions
@@ -532,16 +512,14 @@ impl Broker {
     }
 
     /// Whether `more` partitions fit the broker's limits, given the `held` ones: the
-    /// configured limit and the descriptor budget (the offsets topic's partitions are kept
-    /// free until it exists), and the descriptors free now, given `open` (as counted, and
-    /// what was accepted since).
+    /// configured limit and what the process can map (the offsets topic's partitions are
+    /// kept free until it exists).
     fn check_capacity(
         &self,
         held: usize,
         more: usize,
         what: &str,
         for_offsets: bool,
-        open: Option<usize>,
     ) -> Result<(), ApiError> {
         let capacity = self.partition_capacity();
         let kept = if !for_offsets && self.topic(OFFSETS_TOPIC).is_none() {
@@ -554,10 +532,10 @@ impl Broker {
                 format!("max.broker.partitions is {capacity}")
             } else {
                 format!(
-                    "its {} file descriptors leave {} to the logs, enough for {capacity} \
-                     partitions of {DESCRIPTORS_PER_PARTITION} open files each (raise the \
-                     broker's open-files limit, `ulimit -n`, or lower max.connections)",
-                    self.descriptors.total, self.descriptors.logs
+                    "vm.max_map_count is {}, enough for the indexes of {capacity} \
+                     partitions at {MAPPINGS_PER_PARTITION} mappings each (raise it with \
+                     `sysctl vm.max_map_count`)",
+                    descriptors::max_map_count()
                 )
             };
             let kept = if kept > 0 {
@@ -572,20 +550,6 @@ impl Broker {
                      can hold no more than {capacity}: {why}"
                 ),
             ));
-        }
-        if let Some(open) = open {
-            let needed = more.saturating_mul(DESCRIPTORS_PER_PARTITION);
-            let free = self.descriptors.total.saturating_sub(open);
-            if needed.saturating_add(self.descriptors.reserved / 2) > free {
-                return Err(ApiError::new(
-                    E::PolicyViolation,
-                    format!(
-                        "{what} would open {needed} more files, and the broker has {free} of \
-                         its {} file descriptors free",
-                        self.descriptors.total
-                    ),
-                ));
-            }
         }
         Ok(())
     }
@@ -676,7 +640,6 @@ impl Broker {
         };
         // Then against what exists, and what the topics before it in the request take.
         let held = changes.held;
-        let open = changes.open_files();
         // The names, and the normalized names, of the topics accepted before this one.
         let mut batch: HashSet<String> = HashSet::new();
         let mut batch_normalized: HashSet<String> = HashSet::new();
@@ -717,7 +680,6 @@ impl Broker {
                     n,
                     &format!("creating topic '{}'", a.name),
                     a.name == OFFSETS_TOPIC,
-                    open.map(|o| o + accepted_partitions * DESCRIPTORS_PER_PARTITION),
                 )?;
                 if !validate_only {
                     gate(&a.name, n)?;
@@ -970,7 +932,6 @@ impl Broker {
             more,
             &format!("growing topic '{name}' to {count}"),
             false,
-            changes.open_files(),
         )?;
         if validate_only {
             return Ok(());

@@ -1,13 +1,20 @@
 //! The broker's file descriptors: the process's limit (raised to the hard limit at
 //! start-up, as servers commonly do) and the budget that splits it between connections and
-//! logs, so that neither can starve the other and no request is promised what the broker
-//! cannot open. Nothing here opens or closes a file: it counts and divides.
+//! logs, so that neither can starve the other; and the partitions the process can map.
+//! Nothing here opens or closes a file: it counts and divides.
 
 use weir_log::LogManagerConfig;
 
-/// Descriptors every partition keeps open today: its active segment's `.log`, `.index` and
-/// `.timeindex`.
-pub const DESCRIPTORS_PER_PARTITION: usize = 3;
+/// Memory mappings every partition needs at the least: its active segment's `.index` and
+/// `.timeindex`. A partition holds no descriptor of its own (its segment files are opened
+/// through the log manager's bounded cache), so what bounds the partitions a broker can
+/// serve is the process's mappings (`vm.max_map_count`), not its descriptors.
+pub const MAPPINGS_PER_PARTITION: usize = 2;
+/// Mappings kept back for the process itself: its libraries, thread stacks, the
+/// allocator's arenas.
+const RESERVED_MAPPINGS: usize = 4096;
+/// Linux's default `vm.max_map_count`, if it cannot be read.
+const DEFAULT_MAX_MAP_COUNT: usize = 65530;
 
 /// Descriptors kept back for the broker itself: standard streams, the runtime's epoll and
 /// wake-ups, listeners, the metrics endpoint, the topics journal, checkpoint and state
@@ -75,18 +82,6 @@ pub fn limit() -> usize {
     usize::try_from(lim.rlim_cur).map_or(1 << 30, |n| n.min(1 << 30))
 }
 
-/// How many descriptors this process has open now (Linux's `/proc/self/fd`), if it can
-/// tell.
-pub fn open_now() -> Option<usize> {
-    // The directory's own descriptor is counted too: one more than the others.
-    Some(
-        std::fs::read_dir("/proc/self/fd")
-            .ok()?
-            .count()
-            .saturating_sub(1),
-    )
-}
-
 /// The descriptors of the process, divided: what the broker keeps for itself, what
 /// connections may hold, and what the logs may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,26 +117,31 @@ impl Budget {
         Budget::new(limit(), max_connections, log_dirs)
     }
 
-    /// The most partitions the logs' share can hold.
+    /// The most partitions the process can map (see `MAPPINGS_PER_PARTITION`).
     pub fn partitions(&self) -> usize {
-        partition_capacity(self.logs)
+        partition_capacity(max_map_count())
     }
 }
 
-/// The partitions `logs_share` descriptors can hold: every partition keeps its active
-/// segment's files open, so each costs `DESCRIPTORS_PER_PARTITION`. Once segments are
-/// opened lazily behind a cache of open files (fed by `give_logs_their_share`), a partition
-/// no longer holds descriptors of its own, and this bound gives way to the configured ones.
-pub fn partition_capacity(logs_share: usize) -> usize {
-    logs_share / DESCRIPTORS_PER_PARTITION
+/// `vm.max_map_count`: the memory mappings this process may hold.
+pub fn max_map_count() -> usize {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(DEFAULT_MAX_MAP_COUNT)
 }
 
-/// The one place the logs' share of descriptors reaches the log manager's settings: it
-/// feeds the size of the log manager's cache of open segment files, once the log manager
-/// opens segment files lazily. Until then the share is kept by refusing partitions beyond
-/// `partition_capacity`, and the settings are left as they are.
+/// The partitions `max_map_count` mappings can hold, each with one segment's indexes.
+pub fn partition_capacity(max_map_count: usize) -> usize {
+    max_map_count.saturating_sub(RESERVED_MAPPINGS) / MAPPINGS_PER_PARTITION
+}
+
+/// The one place the logs' share of descriptors reaches the log manager's settings: the
+/// log manager's cache of open segment files gets three quarters of it, and the rest is
+/// left for the files the logs open for a moment (an index being resized, a checkpoint
+/// being written, a directory being synced, a fetch's file still being sent).
 pub fn give_logs_their_share(config: &mut LogManagerConfig, logs_share: usize) {
-    let _ = (config, logs_share);
+    config.max_open_segment_files = (logs_share / 4 * 3).max(1);
 }
 
 #[cfg(test)]
@@ -154,26 +154,33 @@ mod tests {
         assert_eq!(b.reserved, 68);
         assert_eq!(b.connections, 478);
         assert_eq!(b.logs, 478);
-        assert_eq!(b.partitions(), 159);
         // A lower max.connections leaves the logs more.
         let b = Budget::new(1024, 100, 1);
         assert_eq!((b.connections, b.logs), (100, 856));
         // A limit below the reserve leaves nothing to divide, and nothing underflows.
         let b = Budget::new(10, 5, 1);
+        assert_eq!((b.reserved, b.connections, b.logs), (10, 0, 0));
+        let mut logs = LogManagerConfig::new("/unused");
+        give_logs_their_share(&mut logs, 478);
+        assert_eq!(logs.max_open_segment_files, 357);
+        give_logs_their_share(&mut logs, 0);
         assert_eq!(
-            (b.reserved, b.connections, b.logs, b.partitions()),
-            (10, 0, 0, 0)
+            logs.max_open_segment_files, 1,
+            "the cache holds at least one file"
         );
     }
 
     #[test]
-    fn raising_the_limit_reaches_the_hard_limit_and_counting_sees_our_files() {
+    fn partitions_are_bounded_by_the_mappings_of_their_indexes() {
+        assert_eq!(partition_capacity(65530), 30717);
+        assert_eq!(partition_capacity(100), 0);
+        assert!(max_map_count() > 0);
+    }
+
+    #[test]
+    fn raising_the_limit_reaches_the_hard_limit() {
         let raised = raise_limit().unwrap();
         assert!(raised.to >= raised.from);
         assert_eq!(limit() as u64, raised.to.min(1 << 30));
-        // Other tests open files meanwhile: only a lower bound holds.
-        let f = std::fs::File::open("/proc/self/status").unwrap();
-        assert!(open_now().unwrap() >= 4, "stdin, stdout, stderr and f");
-        drop(f);
     }
 }

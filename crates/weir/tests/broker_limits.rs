@@ -23,6 +23,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use weir_kafka::ErrorCode;
 
 use bytes::{Buf, Bytes};
 use common::{frame, read_frame, Server};
@@ -39,9 +40,10 @@ const STALL: Duration = Duration::from_secs(1);
 /// The scenarios run one at a time: each measures latencies on a shared 2-core machine.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-const POLICY_VIOLATION: i16 = 44;
-const KAFKA_STORAGE_ERROR: i16 = 56;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const THROTTLING_QUOTA_EXCEEDED: i16 = ErrorCode::ThrottlingQuotaExceeded.code();
+const POLICY_VIOLATION: i16 = ErrorCode::PolicyViolation.code();
+const KAFKA_STORAGE_ERROR: i16 = ErrorCode::KafkaStorageError.code();
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = ErrorCode::UnknownTopicOrPartition.code();
 
 /// Starts `weir serve` on `data` with at most `nofile` open files, on `port` (a restart
 /// keeps the address) or a free one, and waits until it accepts connections.
@@ -135,6 +137,15 @@ fn log(server: &Server) -> String {
 }
 
 /// The broker's open descriptors.
+/// The open segment files a broker started under `ulimit -n limit` may keep in its cache:
+/// what `weir serve` gives the log manager out of its descriptor budget.
+fn segment_file_cache(limit: usize) -> usize {
+    let budget = weir_broker::descriptors::Budget::new(limit, i32::MAX as usize, 1);
+    let mut logs = weir_log::LogManagerConfig::new("/unused");
+    weir_broker::descriptors::give_logs_their_share(&mut logs, budget.logs);
+    logs.max_open_segment_files
+}
+
 fn fds(server: &Server) -> usize {
     std::fs::read_dir(format!("/proc/{}/fd", server.child.id()))
         .unwrap()
@@ -252,29 +263,39 @@ async fn metadata(s: &mut TcpStream, names: &[String]) -> MetadataResponse {
     }
 }
 
+/// Deletes the topics, retrying those the controller mutation quota holds back (as
+/// Kafka's admin client does with THROTTLING_QUOTA_EXCEEDED) until all are gone.
 async fn delete_topics(server: &Server, names: &[String]) {
-    let mut req = DeleteTopicsRequest::default();
-    req.timeout_ms = 60_000;
-    req.topic_names = names.iter().map(|n| name(n)).collect();
     let mut s = connect(server).await;
-    match call(
-        &mut s,
-        ApiKey::DeleteTopics,
-        5,
-        RequestKind::DeleteTopics(req),
-    )
-    .await
-    {
-        ResponseKind::DeleteTopics(r) => {
-            for t in r.responses {
-                assert_eq!(
-                    t.error_code, 0,
-                    "deleting {:?}: {:?}",
-                    t.name, t.error_message
-                );
+    let mut left: Vec<String> = names.to_vec();
+    while !left.is_empty() {
+        let mut req = DeleteTopicsRequest::default();
+        req.timeout_ms = 60_000;
+        req.topic_names = left.iter().map(|n| name(n)).collect();
+        let r = match call(
+            &mut s,
+            ApiKey::DeleteTopics,
+            5,
+            RequestKind::DeleteTopics(req),
+        )
+        .await
+        {
+            ResponseKind::DeleteTopics(r) => r,
+            other => panic!("{other:?}"),
+        };
+        let mut again = Vec::new();
+        for t in r.responses {
+            let topic = t.name.as_ref().map(|n| n.to_string()).unwrap_or_default();
+            match t.error_code {
+                0 => {}
+                THROTTLING_QUOTA_EXCEEDED => again.push(topic),
+                code => panic!("deleting {topic}: {code} {:?}", t.error_message),
             }
         }
-        other => panic!("{other:?}"),
+        left = again;
+        if !left.is_empty() {
+            tokio::time::sleep(Duration::from_millis(r.throttle_time_ms.max(10) as u64)).await;
+        }
     }
 }
 
@@ -457,11 +478,13 @@ fn raise_own_fd_limit(need: usize) {
     );
 }
 
-/// Under `ulimit -n 1024`, CreateTopics of one topic with 1,000 partitions is refused
-/// before anything is made (the descriptors could not hold it), and a topic whose making
-/// fails half-way (a partition's directory cannot be made) leaves nothing behind.
+/// Under `ulimit -n 1024`, CreateTopics of one topic with 1,000 partitions is made whole
+/// (its segment files open through the log manager's bounded cache, so the descriptors
+/// stay within the limit) or, where partitions held descriptors of their own, refused
+/// before anything is made; and a topic whose making fails half-way (a partition's
+/// directory cannot be made) leaves nothing behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_topic_too_wide_for_the_descriptors_fails_cleanly_and_leaves_nothing() {
+async fn a_thousand_partitions_under_a_low_file_limit_are_made_whole_or_not_at_all() {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
@@ -518,12 +541,17 @@ async fn a_topic_too_wide_for_the_descriptors_fails_cleanly_and_leaves_nothing()
         "only the file in the way"
     );
     let mut s = connect(&server).await;
-    for topic in ["wide", "half"] {
+    let invisible: &[&str] = if wide.error_code == 0 {
+        &["half"]
+    } else {
+        &["wide", "half"]
+    };
+    for topic in invisible {
         let md = metadata_all(&mut s).await;
         assert!(
             md.topics
                 .iter()
-                .all(|t| t.name.as_ref().map(|n| n.as_str()) != Some(topic)),
+                .all(|t| t.name.as_ref().map(|n| n.as_str()) != Some(*topic)),
             "{topic} is visible"
         );
     }
@@ -542,9 +570,16 @@ async fn a_topic_too_wide_for_the_descriptors_fails_cleanly_and_leaves_nothing()
         }
     );
     seen.check("one topic of 1,000 partitions");
+    // A refused topic gives every descriptor back. A created one leaves at most the log
+    // manager's cache of open segment files fuller, within the logs' share of the limit.
+    let cache = if wide.error_code == 0 {
+        segment_file_cache(1024)
+    } else {
+        0
+    };
     assert!(
-        after <= baseline,
-        "descriptors {baseline} before, {after} after"
+        after <= baseline + cache,
+        "descriptors {baseline} before, {after} after (segment-file cache {cache})"
     );
 
     let mut again = restart(&mut server, 1024, &[]);
@@ -621,10 +656,10 @@ async fn a_million_partitions_are_refused_up_front() {
     stop(&mut again);
 }
 
-/// Metadata naming 2,000 new topics auto-creates only what the broker can hold (under
-/// `ulimit -n 1024`) and what the controller mutation quota allows (at 10 partitions a
-/// second), each created topic whole and the others answered UNKNOWN_TOPIC_OR_PARTITION;
-/// deleting the created ones gives their descriptors back.
+/// Metadata naming 2,000 new topics under `ulimit -n 1024` auto-creates only what the
+/// controller mutation quota allows (Weir's default, then 10 partitions a second), each
+/// created topic whole and the others answered UNKNOWN_TOPIC_OR_PARTITION; the broker's
+/// descriptors stay within its limit, and deleting the created ones gives them back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_naming_many_new_topics_creates_only_what_the_bounds_allow() {
     let _serial = SERIAL.lock().await;
@@ -635,6 +670,7 @@ async fn metadata_naming_many_new_topics_creates_only_what_the_bounds_allow() {
     let watch = bystanders(&sc.server.addr, "bystander", 100).await;
     let baseline = fds(&sc.server);
     let mut s = connect(&sc.server).await;
+    let asked = Instant::now();
     let md = metadata(&mut s, &names).await;
     let created: Vec<String> = md
         .topics
@@ -652,19 +688,32 @@ async fn metadata_naming_many_new_topics_creates_only_what_the_bounds_allow() {
             .map(|t| t.error_code)
             .collect::<std::collections::BTreeSet<_>>()
     );
-    // Bounded by what the descriptors hold (108 while every partition keeps three files
-    // open), or, where partitions hold none of their own, by the quota's burst (1,100).
+    // Partitions hold no descriptors of their own (their segment files are opened through
+    // the log manager's bounded cache), so the controller mutation quota bounds them: its
+    // burst of 1,100, and what it refilled (100 a second) while the request ran.
+    let refilled_during = (asked.elapsed().as_secs_f64() * 100.0).ceil() as usize;
     assert!(
-        !created.is_empty() && created.len() <= 1_101,
-        "{} created",
+        !created.is_empty() && created.len() <= 1_100 + refilled_during,
+        "{} created ({refilled_during} refilled meanwhile)",
         created.len()
     );
-    // Asked again: nothing more fits.
+    // Asked again: nothing more fits but what the quota gave back meanwhile, at Weir's
+    // default of 100 partitions a second.
+    let asked_again = Instant::now();
     let again = metadata(&mut s, &names).await;
-    assert_eq!(
-        again.topics.iter().filter(|t| t.error_code == 0).count(),
+    let refilled = (asked_again.duration_since(asked).as_secs_f64() * 100.0).ceil() as usize;
+    let now_there = again.topics.iter().filter(|t| t.error_code == 0).count();
+    assert!(
+        (created.len()..=created.len() + refilled + 1).contains(&now_there),
+        "{} created, then {now_there} ({refilled} refilled)",
         created.len()
     );
+    let created: Vec<String> = again
+        .topics
+        .iter()
+        .filter(|t| t.error_code == 0)
+        .map(|t| t.name.as_ref().unwrap().to_string())
+        .collect();
     drop(s);
     let dirs = on_disk(&sc.data, "auto-").await;
     let mut expected: Vec<String> = created.iter().map(|n| format!("{n}-0")).collect();
@@ -811,9 +860,11 @@ async fn nine_thousand_partial_frames_leave_other_clients_served() {
         rss_before / 1024,
         rss_with / 1024
     );
+    // Every partial frame's connection is held open (give or take the few files the logs
+    // open and close on their own meanwhile).
     assert!(
-        with >= baseline + PARTIAL,
-        "the broker held {with} descriptors: {line}"
+        with + 8 >= baseline + PARTIAL,
+        "the broker held {with} descriptors, {baseline} before: {line}"
     );
     assert!(
         after <= baseline,
