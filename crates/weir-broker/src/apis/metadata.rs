@@ -327,11 +327,10 @@ fn auto_create(broker: &Broker, ctx: &RequestContext, names: Vec<String>) -> Aut
     let mut refused = 0usize;
     let mut why = None;
     for (name, r) in names.into_iter().zip(results) {
-        let r = match r {
-            Ok(t) => Ok(t),
-            // Made meanwhile by another request: serve it.
-            Err(_) if broker.topic(&name).is_some() => Ok(broker.topic(&name).expect("checked")),
-            Err(e)
+        // Made meanwhile by another request: serve it.
+        let r = match r.map_err(|e| broker.topic(&name).ok_or(e)) {
+            Ok(t) | Err(Ok(t)) => Ok(t),
+            Err(Err(e))
                 if e.code == E::ThrottlingQuotaExceeded.code()
                     || e.code == E::PolicyViolation.code() =>
             {
@@ -339,7 +338,7 @@ fn auto_create(broker: &Broker, ctx: &RequestContext, names: Vec<String>) -> Aut
                 why.get_or_insert(e.message);
                 Err(E::UnknownTopicOrPartition.code())
             }
-            Err(e) => Err(e.code),
+            Err(Err(e)) => Err(e.code),
         };
         out.topics.insert(name, r);
     }
