@@ -63,6 +63,9 @@ pub struct Cluster {
     coordinators: Mutex<HashMap<String, i32>>,
     /// Counts metadata refreshes, so that callers may cache what they derive from it.
     generation: std::sync::atomic::AtomicU64,
+    /// The runtime connections are made on (their sockets and the tasks that read their
+    /// answers live there), when it is not the caller's: the producer's I/O thread.
+    io: Option<tokio::runtime::Handle>,
 }
 
 const METADATA_VERSIONS: (i16, i16) = (1, 12);
@@ -70,6 +73,12 @@ const FIND_COORDINATOR_VERSIONS: (i16, i16) = (0, 4);
 
 impl Cluster {
     pub fn new(config: ClusterConfig) -> Result<Arc<Self>> {
+        Self::with_io(config, None)
+    }
+
+    /// A cluster whose connections live on the runtime `io` (if given), whichever runtime
+    /// asks for them.
+    pub fn with_io(config: ClusterConfig, io: Option<tokio::runtime::Handle>) -> Result<Arc<Self>> {
         if config.bootstrap_servers.is_empty() {
             return Err(ClientError::Config(
                 "bootstrap.servers names no broker".into(),
@@ -81,6 +90,7 @@ impl Cluster {
             connections: tokio::sync::Mutex::new(HashMap::new()),
             coordinators: Mutex::new(HashMap::new()),
             generation: std::sync::atomic::AtomicU64::new(0),
+            io,
         }))
     }
 
@@ -106,14 +116,39 @@ impl Cluster {
                 return Ok(c.clone());
             }
         }
-        let c = BrokerConnection::connect(
-            addr,
-            &self.config.client_id,
-            self.config.connect_timeout,
-            self.config.request_timeout,
-            &self.config.security,
-        )
-        .await?;
+        let cfg = &self.config;
+        let c = match &self.io {
+            None => {
+                BrokerConnection::connect(
+                    addr,
+                    &cfg.client_id,
+                    cfg.connect_timeout,
+                    cfg.request_timeout,
+                    &cfg.security,
+                )
+                .await?
+            }
+            Some(io) => {
+                let (addr, client_id, security) = (
+                    addr.to_string(),
+                    cfg.client_id.clone(),
+                    cfg.security.clone(),
+                );
+                let (connect_timeout, request_timeout) = (cfg.connect_timeout, cfg.request_timeout);
+                io.spawn(async move {
+                    BrokerConnection::connect(
+                        &addr,
+                        &client_id,
+                        connect_timeout,
+                        request_timeout,
+                        &security,
+                    )
+                    .await
+                })
+                .await
+                .map_err(|_| ClientError::Closed)??
+            }
+        };
         conns.insert(addr.to_string(), c.clone());
         Ok(c)
     }

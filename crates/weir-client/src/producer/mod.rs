@@ -1,12 +1,13 @@
 //! The producer, as Kafka's Java client builds it: `send` picks a partition (explicit, a
 //! custom `Partitioner`, murmur2 of the key, or sticky), waits for metadata and memory up to
-//! `max.block.ms` (the backpressure users see), and appends to the accumulator; the sender
-//! task batches, sends, retries and reports each record through a future or a callback.
-//! Idempotence is on by default.
+//! `max.block.ms` (the backpressure users see), and appends to the accumulator; the sender,
+//! on the producer's own I/O thread (`io_thread`), batches, sends, retries and reports each
+//! record through a future, a callback or a listener. Idempotence is on by default.
 
 pub mod accumulator;
 pub mod buffer_pool;
 mod clock;
+mod io_thread;
 pub mod record;
 pub mod sender;
 
@@ -67,6 +68,8 @@ struct Inner {
     /// What each record needs of its topic, kept until the metadata changes.
     topics: std::sync::Mutex<TopicCache>,
     sender_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Where the sender and the connections run; it stops when the producer is dropped.
+    _io: io_thread::IoThread,
 }
 
 impl Producer {
@@ -90,7 +93,8 @@ impl Producer {
         cfg: ProducerConfig,
         partitioner: Box<dyn Partitioner>,
     ) -> Result<Producer> {
-        let cluster = Cluster::new(cfg.cluster.clone())?;
+        let io = io_thread::IoThread::start()?;
+        let cluster = Cluster::with_io(cfg.cluster.clone(), Some(io.handle().clone()))?;
         let pool = Arc::new(BufferPool::new(
             cfg.buffer_memory,
             cfg.batch_size.max(weir_record::RECORD_BATCH_OVERHEAD),
@@ -107,7 +111,7 @@ impl Producer {
             pool,
         ));
         let sender = Sender::new(cfg.clone(), cluster.clone(), acc.clone());
-        let task = tokio::spawn(sender.clone().run());
+        let task = io.handle().spawn(sender.clone().run());
         Ok(Producer {
             inner: Arc::new(Inner {
                 sticky: BuiltInPartitioner::new(cfg.batch_size.max(1), cfg.partitioner_adaptive),
@@ -119,6 +123,7 @@ impl Producer {
                 sender,
                 partitioner,
                 sender_task: std::sync::Mutex::new(Some(task)),
+                _io: io,
             }),
         })
     }
@@ -153,7 +158,7 @@ impl Producer {
         self.send(record).await?.await
     }
 
-    /// Sends a record; `callback` runs (on the producer's I/O task) with the outcome.
+    /// Sends a record; `callback` runs (on the producer's I/O thread) with the outcome.
     pub async fn send_with_callback(
         &self,
         record: ProducerRecord,

@@ -85,7 +85,7 @@ pub(crate) type Callback = Box<dyn FnOnce(Result<RecordMetadata>) + Send>;
 /// million records a second, a boxed closure per record (and freeing it on the producer's
 /// I/O thread) is a visible share of the producer's CPU.
 pub trait DeliveryListener: Send + Sync + 'static {
-    /// Runs on the producer's I/O task: keep it short.
+    /// Runs on the producer's I/O thread: keep it short.
     fn on_delivery(&self, token: u64, result: Result<RecordMetadata>);
 }
 
