@@ -30,6 +30,11 @@ impl Tally {
         }
     }
 
+    /// `n` records acknowledged at once.
+    pub fn count_acked(&self, n: u64) {
+        self.acked.fetch_add(n, Ordering::Relaxed);
+    }
+
     pub fn acked(&self) -> u64 {
         self.acked.load(Ordering::Relaxed)
     }

@@ -78,6 +78,9 @@ pub(crate) struct ProducerBatch {
     /// The listeners the batch's records report to, each kept once however many records
     /// name it.
     listeners: Vec<Arc<dyn DeliveryListener>>,
+    /// Whether every record reports to `listeners[0]`: then the batch's outcome goes to it
+    /// in one call (`DeliveryListener::on_deliveries`).
+    one_listener: bool,
     pub created: Instant,
     pub attempts: u32,
     /// Not to be sent before this (retry backoff).
@@ -124,6 +127,7 @@ impl ProducerBatch {
                 Completion::Listener { listener, token }
             }
         };
+        self.one_listener &= matches!(completion, Completion::Listener { listener: 0, .. });
         self.thunks.push(Thunk {
             timestamp,
             key_size,
@@ -151,8 +155,8 @@ impl ProducerBatch {
         // cores for every record.
         let topic: Arc<str> = Arc::from(&*self.tp.topic);
         let partition = self.tp.partition;
-        for (i, t) in self.thunks.into_iter().enumerate() {
-            let meta = RecordMetadata {
+        let outcome = |i: usize, t: &Thunk| {
+            Ok(RecordMetadata {
                 topic: topic.clone(),
                 partition,
                 offset: if base_offset >= 0 {
@@ -167,16 +171,43 @@ impl ProducerBatch {
                 },
                 serialized_key_size: t.key_size,
                 serialized_value_size: t.value_size,
-            };
-            Self::report(&self.listeners, t.completion, Ok(meta));
+            })
+        };
+        match self.listeners.first() {
+            Some(listener) if self.one_listener => {
+                listener.on_deliveries(&mut self.thunks.iter().enumerate().map(|(i, t)| {
+                    let Completion::Listener { token, .. } = t.completion else {
+                        unreachable!("one_listener: every record reports to the listener");
+                    };
+                    (token, outcome(i, t))
+                }));
+            }
+            _ => {
+                for (i, t) in self.thunks.into_iter().enumerate() {
+                    let r = outcome(i, &t);
+                    Self::report(&self.listeners, t.completion, r);
+                }
+            }
         }
         Self::release(self.bytes, self.builder, self.pooled, pool);
     }
 
     /// Fails every record with `error`.
     pub fn fail(self, error: ClientError, pool: &BufferPool) {
-        for t in self.thunks {
-            Self::report(&self.listeners, t.completion, Err(error.clone()));
+        match self.listeners.first() {
+            Some(listener) if self.one_listener => {
+                listener.on_deliveries(&mut self.thunks.iter().map(|t| {
+                    let Completion::Listener { token, .. } = t.completion else {
+                        unreachable!("one_listener: every record reports to the listener");
+                    };
+                    (token, Err(error.clone()))
+                }));
+            }
+            _ => {
+                for t in self.thunks {
+                    Self::report(&self.listeners, t.completion, Err(error.clone()));
+                }
+            }
         }
         Self::release(self.bytes, self.builder, self.pooled, pool);
     }
@@ -418,6 +449,7 @@ impl Accumulator {
             pooled: capacity,
             thunks,
             listeners: Vec::new(),
+            one_listener: true,
             created: Instant::now(),
             attempts: 0,
             retry_at: None,
@@ -718,6 +750,7 @@ impl Accumulator {
                     pooled: 0,
                     thunks: Vec::new(),
                     listeners: batch.listeners.clone(),
+                    one_listener: batch.one_listener,
                     created: batch.created,
                     attempts: batch.attempts,
                     retry_at: None,
@@ -890,6 +923,64 @@ mod tests {
         a.take(&tp(0), usize::MAX, true, &mut no_producer).unwrap();
         a.ready(Instant::now());
         assert_eq!(sizes("t", 4), vec![2, 0, 1, 0]);
+    }
+
+    /// Keeps every report it gets, and how many calls brought them.
+    #[derive(Default)]
+    struct Reports {
+        calls: std::sync::Mutex<Vec<Vec<(u64, i64)>>>,
+    }
+
+    impl DeliveryListener for Reports {
+        fn on_delivery(&self, token: u64, result: Result<RecordMetadata>) {
+            let offset = result.map_or(-2, |m| m.offset);
+            self.calls.lock().unwrap().push(vec![(token, offset)]);
+        }
+
+        fn on_deliveries(&self, outcomes: &mut dyn Iterator<Item = (u64, Result<RecordMetadata>)>) {
+            let all = outcomes
+                .map(|(t, r)| (t, r.map_or(-2, |m| m.offset)))
+                .collect();
+            self.calls.lock().unwrap().push(all);
+        }
+    }
+
+    async fn append(a: &Accumulator, p: i32, notifier: Notifier<'_>) {
+        let queue = a.queue(&tp(p));
+        let wait = Duration::from_millis(10);
+        let appended = a.append(&queue, 1, None, Some(b"v"), &[], notifier, wait);
+        appended.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_batch_reports_to_its_one_listener_in_one_call_and_to_many_record_by_record() {
+        let a = acc(1024, 1 << 20, 0);
+        let pool = BufferPool::new(1 << 20, 1024);
+        let (one, other) = (Arc::new(Reports::default()), Arc::new(Reports::default()));
+        let (one_l, other_l): (Arc<dyn DeliveryListener>, Arc<dyn DeliveryListener>) =
+            (one.clone(), other.clone());
+        // Partition 0: three records for one listener. Partition 1: one listener, then
+        // another, then a future.
+        for token in 10..13 {
+            append(&a, 0, Notifier::Listener(&one_l, token)).await;
+        }
+        append(&a, 1, Notifier::Listener(&one_l, 20)).await;
+        append(&a, 1, Notifier::Listener(&other_l, 21)).await;
+        let (future, rx) = notifier();
+        append(&a, 1, future).await;
+        a.take(&tp(0), usize::MAX, true, &mut no_producer)
+            .unwrap()
+            .complete(100, -1, &pool);
+        assert_eq!(
+            *one.calls.lock().unwrap(),
+            vec![vec![(10, 100), (11, 101), (12, 102)]]
+        );
+        a.take(&tp(1), usize::MAX, true, &mut no_producer)
+            .unwrap()
+            .fail(ClientError::Closed, &pool);
+        assert_eq!(one.calls.lock().unwrap()[1], vec![(20, -2)]);
+        assert_eq!(*other.calls.lock().unwrap(), vec![vec![(21, -2)]]);
+        assert!(rx.await.unwrap().is_err());
     }
 
     #[tokio::test]

@@ -87,6 +87,16 @@ pub(crate) type Callback = Box<dyn FnOnce(Result<RecordMetadata>) + Send>;
 pub trait DeliveryListener: Send + Sync + 'static {
     /// Runs on the producer's I/O thread: keep it short.
     fn on_delivery(&self, token: u64, result: Result<RecordMetadata>);
+
+    /// The outcomes of a batch's records, in the order they were sent, when they all report
+    /// to this listener: all acknowledged at once, or all failed. Each goes to
+    /// `on_delivery` unless a listener does better; one that reads a clock or takes a
+    /// lock per outcome can do so once per batch here.
+    fn on_deliveries(&self, outcomes: &mut dyn Iterator<Item = (u64, Result<RecordMetadata>)>) {
+        for (token, result) in outcomes {
+            self.on_delivery(token, result);
+        }
+    }
 }
 
 /// How one record's outcome is to be reported, as `send` is given it. A listener is

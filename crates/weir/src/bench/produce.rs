@@ -78,6 +78,32 @@ impl DeliveryListener for Acks {
         self.tally.count(sent_at, &result);
         self.done.fetch_add(1, Ordering::Relaxed);
     }
+
+    /// A batch's records were all answered at this moment: one clock read, one lock and
+    /// one count for all of them.
+    fn on_deliveries(
+        &self,
+        outcomes: &mut dyn Iterator<Item = (u64, weir_client::Result<RecordMetadata>)>,
+    ) {
+        let now = self.clock.raw();
+        let mut acked = 0;
+        let mut all = 0;
+        let mut latency = self.latency.lock().ok();
+        for (sent_at, result) in outcomes {
+            all += 1;
+            if result.is_ok() {
+                acked += 1;
+                if let Some(h) = latency.as_mut() {
+                    record_latency(h, 0, self.clock.delta_as_nanos(sent_at, now));
+                }
+            } else {
+                self.tally.count(sent_at, &result);
+            }
+        }
+        drop(latency);
+        self.tally.count_acked(acked);
+        self.done.fetch_add(all, Ordering::Relaxed);
+    }
 }
 
 pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<Outcome> {
