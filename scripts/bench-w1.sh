@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # W1 (100 B, acks=1, 1 and 8 partitions) with Weir's own producer beside the ceiling's
 # minimal broker, and beside an older build when BASE names its binary; puts the section
-# into BENCHMARKS.md. env: ROUNDS (5), W1_RECORDS (3000000), BASE.
+# into BENCHMARKS.md. env: ROUNDS (5), W1_RECORDS (3000000), BASE, BASE_NAME (what BASE is).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

@@ -59,6 +59,9 @@ for label, _ in builds:
             med(v["cpu_seconds"] * 1e9 / RECORDS for v in vs),
             med(v["broker_cpu_seconds"] * 1e9 / RECORDS for v in vs)))
 out.append("")
+if len(builds) > 1:
+    out.append("before: %s; now: this checkout." % os.environ.get("BASE_NAME", builds[0][1]))
+    out.append("")
 out.append("Ceiling: median %.0f rec/s (%s). Machine: %s, %d cores. Reproduce: "
            "`BASE=path/to/an/older/weir ./scripts/bench-w1.sh`." % (
                med(ceilings), ", ".join("%.0f" % c for c in ceilings),
