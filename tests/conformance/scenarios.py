@@ -5,7 +5,8 @@ kafka-python) against the broker at $BOOTSTRAP:
   before-restart: consume by timestamp; a consumer group of two members that splits the
       partitions and rebalances when one leaves (eager and cooperative-sticky, librdkafka;
       roundrobin and sticky, kafka-python); commit and resume; errors a client must see
-      (too large, bad topic name, bad config); delete and re-create a topic; and data plus
+      (too large, bad topic name, bad config); per-record produce errors (KIP-467);
+      delete and re-create a topic; and data plus
       committed offsets that the restart check will look for.
   after-restart: after a clean restart of the broker, that data and those offsets are there.
 
@@ -241,6 +242,30 @@ def errors_clients_see():
         fail("a 5 KB record into max.message.bytes=1000 gave %s" % errs)
 
 
+def per_record_errors():
+    """KIP-467: 100 records in one batch to a compacted topic, every tenth without a key.
+    The broker names the ten by their index; librdkafka fails exactly those with
+    INVALID_RECORD and the other ninety with its "different record" error, as against
+    Kafka."""
+    topic = "compacted-" + uuid.uuid4().hex[:6]
+    create(topic, 1, {"cleanup.policy": "compact"})
+    p = Producer({**COMMON, "linger.ms": 500, "batch.num.messages": 1000, "retries": 0,
+                  "enable.idempotence": False})
+    results = {}
+    for i in range(100):
+        key = None if i % 10 == 0 else b"k%d" % i
+        p.produce(topic, key=key, value=b"v%d" % i, partition=0,
+                  on_delivery=lambda e, m, i=i: results.__setitem__(i, e))
+    p.flush(30)
+    if len(results) != 100:
+        fail("per-record errors: %d of 100 delivery reports" % len(results))
+    invalid = sorted(i for i, e in results.items() if e and e.code() == KafkaError.INVALID_RECORD)
+    other = [e for e in results.values() if e and e.code() == KafkaError._INVALID_DIFFERENT_RECORD]
+    if invalid != list(range(0, 100, 10)) or len(other) != 90:
+        fail("per-record errors: INVALID_RECORD for %s and %d 'different record' errors; "
+             "first reports %s" % (invalid, len(other), [results[i] for i in range(3)]))
+
+
 def delete_and_recreate():
     topic = "del-" + uuid.uuid4().hex[:6]
     create(topic, 2)
@@ -303,6 +328,7 @@ if __name__ == "__main__":
         scenario("kafka-python group, sticky")(lambda: kafka_python_group("sticky"))
         scenario("commit and resume")(commit_and_resume)
         scenario("errors a client sees")(errors_clients_see)
+        scenario("per-record produce errors (KIP-467)")(per_record_errors)
         scenario("delete and re-create a topic")(delete_and_recreate)
         scenario("write data for the restart check")(write_for_restart)
     elif phase == "after-restart":

@@ -26,6 +26,12 @@ pub enum LogError {
     /// A record timestamp is outside the window `message.timestamp.*.max.ms` allows.
     #[error("invalid timestamp: {0}")]
     InvalidTimestamp(String),
+    /// Single records of a batch break the topic's rules (a missing key on a compacted
+    /// topic, a timestamp out of range): the whole batch is refused, and each bad record is
+    /// named by its index in the batch (KIP-467), so a client can fail exactly those and
+    /// send the others again.
+    #[error("{}", rejected_summary(records))]
+    RejectedRecords { records: Vec<RejectedRecord> },
     /// A codec the log cannot use.
     #[error("unsupported compression: {0}")]
     UnsupportedCompression(String),
@@ -77,8 +83,49 @@ impl LogError {
             LogError::UnknownProducerId(_) => ErrorCode::UnknownProducerId,
             LogError::UnsupportedCompression(_) => ErrorCode::UnsupportedCompressionType,
             LogError::InvalidRecord(_) => ErrorCode::InvalidRecord,
+            // As in Kafka: a bad timestamp among them makes it INVALID_TIMESTAMP.
+            LogError::RejectedRecords { records } => {
+                if records
+                    .iter()
+                    .any(|r| r.code == ErrorCode::InvalidTimestamp)
+                {
+                    ErrorCode::InvalidTimestamp
+                } else {
+                    ErrorCode::InvalidRecord
+                }
+            }
         }
     }
+}
+
+/// One record a batch was refused for: its index in the batch, why, and the Kafka error
+/// that reason is (INVALID_RECORD or INVALID_TIMESTAMP).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedRecord {
+    pub index: i32,
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+/// How many records of a batch were refused, and why the first few were.
+fn rejected_summary(records: &[RejectedRecord]) -> String {
+    const SHOWN: usize = 3;
+    let first: Vec<String> = records
+        .iter()
+        .take(SHOWN)
+        .map(|r| format!("record {}: {}", r.index, r.message))
+        .collect();
+    let more = records.len().saturating_sub(SHOWN);
+    format!(
+        "{} record(s) of the batch were refused, so none of it was written; {}{}",
+        records.len(),
+        first.join("; "),
+        if more > 0 {
+            format!("; and {more} more")
+        } else {
+            String::new()
+        }
+    )
 }
 
 impl From<LogError> for ApiError {

@@ -33,7 +33,7 @@ pub mod segment;
 pub mod validator;
 
 pub use config::{CleanupPolicy, ConfigError, LogConfig, TopicCompression};
-pub use error::{LogError, Result};
+pub use error::{LogError, RejectedRecord, Result};
 pub use file_cache::{SegmentFileCache, DEFAULT_MAX_OPEN_SEGMENT_FILES};
 pub use log::{FetchData, LoadParams, LoadReport, LogAppendInfo, PartitionLog};
 pub use manager::{

@@ -19,7 +19,8 @@ use weir_record::{
 use weir_kafka::limits::MAX_DECOMPRESSED_BATCH_BYTES;
 
 use crate::config::{LogConfig, TopicCompression};
-use crate::error::{LogError, Result};
+use crate::error::{LogError, RejectedRecord, Result};
+use weir_kafka::ErrorCode;
 
 /// Who is appending: clients are held to every rule; the broker's own writers (group
 /// coordinator, transaction markers) may write control batches.
@@ -286,29 +287,78 @@ fn validate_v2_header(b: &RecordBatch<'_>, origin: AppendOrigin) -> Result<()> {
     Ok(())
 }
 
-fn check_timestamp(config: &LogConfig, ts: i64, now_ms: i64) -> Result<()> {
-    if config.message_timestamp_type != TimestampType::CreateTime || ts == NO_TIMESTAMP {
-        return Ok(());
-    }
-    let too_old = now_ms.saturating_sub(ts) > config.message_timestamp_before_max_ms;
-    let too_new = ts.saturating_sub(now_ms) > config.message_timestamp_after_max_ms;
-    if too_old || too_new {
-        return Err(LogError::InvalidTimestamp(format!(
-            "timestamp {ts} is outside the allowed range around {now_ms} \
-             (message.timestamp.before.max.ms={}, message.timestamp.after.max.ms={})",
-            config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
-        )));
-    }
-    Ok(())
+/// The records of one batch that break the topic's rules, each with its index in the
+/// batch: every record is checked, so the answer names all of them (KIP-467).
+struct RecordChecks<'a> {
+    config: &'a LogConfig,
+    now_ms: i64,
+    /// A control batch's records have no key to check.
+    control: bool,
+    rejected: Vec<RejectedRecord>,
 }
 
-fn check_key(config: &LogConfig, key: Option<&[u8]>, control: bool) -> Result<()> {
-    if config.cleanup_policy.compacts() && !control && key.is_none() {
-        return Err(LogError::InvalidRecord(
-            "a compacted topic cannot accept a record without a key".into(),
-        ));
+impl<'a> RecordChecks<'a> {
+    fn new(config: &'a LogConfig, now_ms: i64, control: bool) -> Self {
+        RecordChecks {
+            config,
+            now_ms,
+            control,
+            rejected: Vec::new(),
+        }
     }
-    Ok(())
+
+    /// Checks record `index`: its key first, then its timestamp, as Kafka does (one
+    /// reason per record).
+    fn check(&mut self, index: usize, key: Option<&[u8]>, ts: i64) {
+        let config = self.config;
+        let reject = |code, message| RejectedRecord {
+            index: i32::try_from(index).unwrap_or(i32::MAX),
+            code,
+            message,
+        };
+        let bad = if config.cleanup_policy.compacts() && !self.control && key.is_none() {
+            Some(reject(
+                ErrorCode::InvalidRecord,
+                "a compacted topic cannot accept a record without a key".into(),
+            ))
+        } else if config.message_timestamp_type == TimestampType::CreateTime
+            && ts != NO_TIMESTAMP
+            && (self.now_ms.saturating_sub(ts) > config.message_timestamp_before_max_ms
+                || ts.saturating_sub(self.now_ms) > config.message_timestamp_after_max_ms)
+        {
+            Some(reject(
+                ErrorCode::InvalidTimestamp,
+                format!(
+                    "timestamp {ts} is outside [{}, {}] \
+                     (message.timestamp.before.max.ms={}, message.timestamp.after.max.ms={})",
+                    self.now_ms
+                        .saturating_sub(config.message_timestamp_before_max_ms),
+                    self.now_ms
+                        .saturating_add(config.message_timestamp_after_max_ms),
+                    config.message_timestamp_before_max_ms,
+                    config.message_timestamp_after_max_ms
+                ),
+            ))
+        } else {
+            None
+        };
+        self.rejected.extend(bad);
+    }
+
+    fn all_good(&self) -> bool {
+        self.rejected.is_empty()
+    }
+
+    /// The batch's verdict: refused if any record was.
+    fn finish(self) -> Result<()> {
+        if self.rejected.is_empty() {
+            Ok(())
+        } else {
+            Err(LogError::RejectedRecords {
+                records: self.rejected,
+            })
+        }
+    }
 }
 
 fn decode_error(e: RecordError) -> LogError {
@@ -327,7 +377,7 @@ fn keep(records: &Bytes, config: &LogConfig, now_ms: i64) -> Result<Option<Valid
         "record count {count} against last offset delta {}",
         batch.last_offset_delta()
     );
-    let control = batch.is_control();
+    let mut checks = RecordChecks::new(config, now_ms, batch.is_control());
     let mut max_ts = NO_TIMESTAMP;
     {
         let decoded = batch
@@ -339,11 +389,11 @@ fn keep(records: &Bytes, config: &LogConfig, now_ms: i64) -> Result<Option<Valid
             if r.offset - base != i as i64 {
                 return Ok(None);
             }
-            check_timestamp(config, r.timestamp, now_ms)?;
-            check_key(config, r.key, control)?;
+            checks.check(i, r.key, r.timestamp);
             max_ts = max_ts.max(r.timestamp);
         }
     }
+    checks.finish()?;
     let producer = producer_info(&batch);
     let mut header = DetachedBatchHeader::new(&batch);
     let log_append_time = if config.message_timestamp_type == TimestampType::LogAppendTime {
@@ -435,10 +485,15 @@ fn rebuild(
         .records(MAX_DECOMPRESSED_BATCH_BYTES)
         .map_err(decode_error)?;
     let mut headers: Vec<Header<'_>> = Vec::new();
-    for r in decoded.iter() {
+    let mut checks = RecordChecks::new(config, now_ms, control);
+    for (i, r) in decoded.iter().enumerate() {
         let r = r.map_err(decode_error)?;
-        check_timestamp(config, r.timestamp, now_ms)?;
-        check_key(config, r.key, control)?;
+        // Once a record is refused, the rest are only checked: the batch will not be
+        // written.
+        checks.check(i, r.key, r.timestamp);
+        if !checks.all_good() {
+            continue;
+        }
         max_ts = max_ts.max(r.timestamp);
         headers.clear();
         headers.extend(r.headers.iter());
@@ -453,6 +508,7 @@ fn rebuild(
                 .map_err(decode_error)?;
         }
     }
+    checks.finish()?;
     let count = builder.num_records() as usize;
     if count == 0 {
         return Err(LogError::InvalidRecord(
@@ -486,4 +542,104 @@ fn rebuild(
         payload: Payload::Built(built),
         base_offset: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::CleanupPolicy;
+    use weir_record::BatchBuilder;
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    /// A produced batch of `records` (key, timestamp) in `codec`.
+    fn batch(codec: Compression, records: &[(Option<&[u8]>, i64)]) -> Bytes {
+        let mut b = BatchBuilder::new(CompressionConfig::new(codec), 0, usize::MAX);
+        for (key, ts) in records {
+            b.append(*ts, *key, Some(b"value"), &[]).unwrap();
+        }
+        Bytes::from(b.build().unwrap().bytes)
+    }
+
+    fn validate(records: Bytes, config: &LogConfig) -> Result<ValidatedBatch> {
+        ProducedRecords::analyze(records, config, AppendOrigin::Client)?.validate(config, NOW)
+    }
+
+    fn rejected(r: Result<ValidatedBatch>) -> (ErrorCode, Vec<(i32, ErrorCode)>, String) {
+        let e = r.expect_err("the batch is refused");
+        let code = e.error_code();
+        let summary = e.to_string();
+        match e {
+            LogError::RejectedRecords { records } => (
+                code,
+                records.iter().map(|r| (r.index, r.code)).collect(),
+                summary,
+            ),
+            other => panic!("not a per-record refusal: {other}"),
+        }
+    }
+
+    #[test]
+    fn every_bad_record_of_a_batch_is_named_by_its_index() {
+        let compacted = LogConfig {
+            cleanup_policy: CleanupPolicy::Compact,
+            ..LogConfig::default()
+        };
+        let recompressed = LogConfig {
+            compression: TopicCompression::Codec(CompressionConfig::new(Compression::Lz4)),
+            ..compacted.clone()
+        };
+        let k: Option<&[u8]> = Some(b"k");
+        let keyless = [(k, NOW), (None, NOW), (k, NOW), (None, NOW), (k, NOW)];
+        // Kept as it came, inflated to be checked, and rebuilt in the topic's codec: the
+        // same verdict on each path.
+        for (codec, config) in [
+            (Compression::None, &compacted),
+            (Compression::Gzip, &compacted),
+            (Compression::None, &recompressed),
+        ] {
+            let (code, records, summary) = rejected(validate(batch(codec, &keyless), config));
+            assert_eq!(code, ErrorCode::InvalidRecord, "{codec:?}");
+            assert_eq!(
+                records,
+                vec![(1, ErrorCode::InvalidRecord), (3, ErrorCode::InvalidRecord)]
+            );
+            assert!(
+                summary.starts_with("2 record(s) of the batch were refused"),
+                "{summary}"
+            );
+        }
+        // A timestamp out of range makes the batch's error INVALID_TIMESTAMP, as in Kafka;
+        // a record with no key and a bad timestamp is named once, for its key.
+        let day = 86_400_000;
+        let mixed = [
+            (k, NOW - 400 * day),
+            (None, NOW),
+            (None, NOW + 2 * day),
+            (k, NOW),
+        ];
+        let strict = LogConfig {
+            message_timestamp_before_max_ms: 7 * day,
+            message_timestamp_after_max_ms: day,
+            ..compacted.clone()
+        };
+        let (code, records, _) = rejected(validate(batch(Compression::None, &mixed), &strict));
+        assert_eq!(code, ErrorCode::InvalidTimestamp);
+        assert_eq!(
+            records,
+            vec![
+                (0, ErrorCode::InvalidTimestamp),
+                (1, ErrorCode::InvalidRecord),
+                (2, ErrorCode::InvalidRecord),
+            ]
+        );
+        // Good records alone pass.
+        let good = [(k, NOW), (k, NOW)];
+        assert_eq!(
+            validate(batch(Compression::None, &good), &strict)
+                .unwrap()
+                .record_count(),
+            2
+        );
+    }
 }

@@ -5,11 +5,13 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
-use weir_log::{AppendOrigin, LogConfig, ProducedRecords};
+use weir_log::{AppendOrigin, LogConfig, LogError, ProducedRecords, RejectedRecord};
 
 use weir_kafka::acl::{Operation, ResourceType};
 use weir_kafka::ApiError;
@@ -27,12 +29,40 @@ fn append(
     records: ProducedRecords,
     config: &LogConfig,
     blocking: bool,
-) -> Result<weir_log::LogAppendInfo, ApiError> {
-    let run = || partition.append(records, config).map_err(ApiError::from);
+) -> Result<weir_log::LogAppendInfo, Refused> {
+    let run = || partition.append(records, config).map_err(Refused::from);
     if blocking {
         tokio::task::block_in_place(run)
     } else {
         run()
+    }
+}
+
+/// Why a partition's records were not written: the error, and with INVALID_RECORD or
+/// INVALID_TIMESTAMP the records of the batch that caused it (KIP-467).
+struct Refused {
+    error: ApiError,
+    records: Vec<RejectedRecord>,
+}
+
+impl From<ApiError> for Refused {
+    fn from(error: ApiError) -> Self {
+        Refused {
+            error,
+            records: Vec::new(),
+        }
+    }
+}
+
+impl From<LogError> for Refused {
+    fn from(mut e: LogError) -> Self {
+        let records = match &mut e {
+            LogError::RejectedRecords { records } => std::mem::take(records),
+            _ => Vec::new(),
+        };
+        // The summary names the first few records; taken from the error before they go.
+        let error = ApiError::new(e.error_code(), e.to_string());
+        Refused { error, records }
     }
 }
 
@@ -140,7 +170,7 @@ pub async fn produce(
                     let fsync = topic.config.flush_messages <= 1;
                     append(partition, produced, &topic.config, fsync || inflating)
                 }
-                Err(e) => Err(e),
+                Err(e) => Err(Refused::from(e)),
             };
             match result {
                 Ok(info) => {
@@ -150,12 +180,22 @@ pub async fn produce(
                         pr.log_start_offset = info.log_start_offset;
                     }
                 }
-                Err(e) => {
-                    pr.error_code = e.code;
+                Err(Refused { error, records }) => {
+                    pr.error_code = error.code;
                     pr.base_offset = -1;
                     pr.log_append_time_ms = -1;
                     if v >= 8 {
-                        pr.error_message = Some(StrBytes::from_string(e.message));
+                        pr.error_message = Some(StrBytes::from_string(error.message));
+                        pr.record_errors = records
+                            .into_iter()
+                            .map(|r| {
+                                let mut e = BatchIndexAndErrorMessage::default();
+                                e.batch_index = r.index;
+                                e.batch_index_error_message =
+                                    Some(StrBytes::from_string(r.message));
+                                e
+                            })
+                            .collect();
                     }
                 }
             }
