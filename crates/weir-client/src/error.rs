@@ -36,6 +36,11 @@ pub enum ClientError {
         limit: usize,
         setting: &'static str,
     },
+    /// The broker refused a record's batch for other records of it (KIP-467): this record
+    /// was not written, though nothing is wrong with it (librdkafka's
+    /// `_INVALID_DIFFERENT_RECORD`). `reason` is the broker's word on the batch.
+    #[error("not written: another record of its batch was refused ({reason})")]
+    InvalidDifferentRecord { reason: String },
     /// The client was closed.
     #[error("the client is closed")]
     Closed,

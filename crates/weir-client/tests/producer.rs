@@ -208,6 +208,54 @@ async fn a_batch_the_broker_finds_too_large_is_split_so_only_the_big_record_fail
     b.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_refused_for_some_records_fails_those_as_invalid_and_the_rest_apart() {
+    let mut b = common::broker(&[("log.cleanup.policy", "compact")]).await;
+    for idempotent in ["true", "false"] {
+        let topic = format!("compacted-{idempotent}");
+        let p = Producer::from_properties([
+            ("bootstrap.servers", b.bootstrap.as_str()),
+            ("linger.ms", "100"),
+            ("enable.idempotence", idempotent),
+        ])
+        .unwrap();
+        // One lingering batch of five; records 1 and 3 have no key.
+        let mut sent = Vec::new();
+        for i in 0..5 {
+            let r = ProducerRecord::new(topic.as_str()).value(format!("v{i}"));
+            let r = if i % 2 == 1 {
+                r
+            } else {
+                r.key(format!("k{i}"))
+            };
+            sent.push(p.send(r).await.unwrap());
+        }
+        let mut outcomes = Vec::new();
+        for f in sent {
+            outcomes.push(f.await.unwrap_err());
+        }
+        for (i, e) in outcomes.iter().enumerate() {
+            if i % 2 == 1 {
+                assert_eq!(e.code(), Some(87), "record {i}: INVALID_RECORD, got {e}");
+                assert!(e.to_string().contains("without a key"), "{e}");
+            } else {
+                assert!(
+                    matches!(e, ClientError::InvalidDifferentRecord { .. }),
+                    "record {i}: {e}"
+                );
+            }
+        }
+        // Nothing of that batch was written; the producer goes on.
+        let ok = p
+            .send_and_wait(ProducerRecord::new(topic.as_str()).key("k").value("after"))
+            .await
+            .unwrap();
+        assert_eq!(ok.offset, 0);
+        p.close(Duration::from_secs(5)).await.unwrap();
+    }
+    b.stop().await;
+}
+
 /// Collects what a `DeliveryListener` is told.
 #[derive(Default)]
 struct Reports(std::sync::Mutex<Vec<(u64, weir_client::Result<weir_client::RecordMetadata>)>>);

@@ -194,18 +194,23 @@ impl ProducerBatch {
 
     /// Fails every record with `error`.
     pub fn fail(self, error: ClientError, pool: &BufferPool) {
+        self.fail_each(|_| error.clone(), pool);
+    }
+
+    /// Fails record `i` (its index in the batch) with `error_of(i)`.
+    pub fn fail_each(self, error_of: impl Fn(usize) -> ClientError, pool: &BufferPool) {
         match self.listeners.first() {
             Some(listener) if self.one_listener => {
-                listener.on_deliveries(&mut self.thunks.iter().map(|t| {
+                listener.on_deliveries(&mut self.thunks.iter().enumerate().map(|(i, t)| {
                     let Completion::Listener { token, .. } = t.completion else {
                         unreachable!("one_listener: every record reports to the listener");
                     };
-                    (token, Err(error.clone()))
+                    (token, Err(error_of(i)))
                 }));
             }
             _ => {
-                for t in self.thunks {
-                    Self::report(&self.listeners, t.completion, Err(error.clone()));
+                for (i, t) in self.thunks.into_iter().enumerate() {
+                    Self::report(&self.listeners, t.completion, Err(error_of(i)));
                 }
             }
         }

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::produce_response::BatchIndexAndErrorMessage;
 use kafka_protocol::messages::{
     ApiKey, InitProducerIdRequest, ProduceRequest, ProduceResponse, ProducerId, TopicName,
 };
@@ -394,8 +395,15 @@ impl Sender {
                 }
             }
             Ok(Some(resp)) => {
-                // (topic, partition) -> (error, base offset, log append time, message)
-                type Answer = (i16, i64, i64, Option<String>);
+                // (topic, partition) -> (error, base offset, log append time, message,
+                // the records the batch was refused for)
+                type Answer = (
+                    i16,
+                    i64,
+                    i64,
+                    Option<String>,
+                    Vec<BatchIndexAndErrorMessage>,
+                );
                 let mut answers: HashMap<(String, i32), Answer> = HashMap::new();
                 for t in &resp.responses {
                     for p in &t.partition_responses {
@@ -406,21 +414,25 @@ impl Sender {
                                 p.base_offset,
                                 p.log_append_time_ms,
                                 p.error_message.as_ref().map(|m| m.to_string()),
+                                p.record_errors.clone(),
                             ),
                         );
                     }
                 }
                 for b in batches {
                     match answers.remove(&(b.tp.topic.to_string(), b.tp.partition)) {
-                        Some((0, base, append_time, _)) => {
+                        Some((0, base, append_time, _, _)) => {
                             self.settle(b, Ok((base, append_time)), now)
                         }
-                        Some((code, base, append_time, _))
+                        Some((code, base, append_time, _, _))
                             if code == E::DuplicateSequenceNumber.code() =>
                         {
                             self.settle(b, Ok((base, append_time)), now)
                         }
-                        Some((code, _, _, msg)) => {
+                        Some((_, _, _, msg, rejected)) if !rejected.is_empty() => {
+                            self.fail_rejected(b, msg, &rejected)
+                        }
+                        Some((code, _, _, msg, _)) => {
                             self.settle(b, Err(ClientError::kafka(code, msg)), now)
                         }
                         None => self.settle(
@@ -472,6 +484,41 @@ impl Sender {
     }
 
     /// Decides what becomes of one batch after an answer (or a failed request).
+    /// A batch the broker refused for some of its records (KIP-467), which it named: those
+    /// fail with INVALID_RECORD and the broker's reason, the others with
+    /// `InvalidDifferentRecord`, as Kafka's and librdkafka's producers report them. Not
+    /// retried: the same records would be refused again.
+    fn fail_rejected(
+        &self,
+        batch: ProducerBatch,
+        reason: Option<String>,
+        rejected: &[BatchIndexAndErrorMessage],
+    ) {
+        let named: HashMap<i32, Option<String>> = rejected
+            .iter()
+            .map(|r| {
+                let why = r.batch_index_error_message.as_ref().map(|m| m.to_string());
+                (r.batch_index, why)
+            })
+            .collect();
+        let reason = reason.unwrap_or_else(|| format!("{} record(s) refused", named.len()));
+        if batch.producer.is_some() {
+            // Its sequences will never be written: the batches after it need a new epoch.
+            self.require_bump();
+        }
+        let records = batch.record_count();
+        batch.fail_each(
+            |i| match i32::try_from(i).ok().and_then(|i| named.get(&i)) {
+                Some(why) => ClientError::kafka(E::InvalidRecord.code(), why.clone()),
+                None => ClientError::InvalidDifferentRecord {
+                    reason: reason.clone(),
+                },
+            },
+            &self.acc.pool,
+        );
+        self.acc.done(records);
+    }
+
     fn settle(&self, batch: ProducerBatch, outcome: Result<(i64, i64)>, now: Instant) {
         let records = batch.record_count();
         match outcome {
