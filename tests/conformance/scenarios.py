@@ -242,6 +242,23 @@ def errors_clients_see():
         fail("a 5 KB record into max.message.bytes=1000 gave %s" % errs)
 
 
+def transactions_fail_fast():
+    """Weir has no transaction coordinator yet: a transactional producer must learn so at
+    once, with an error it does not retry, not by waiting out its timeout."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError as PyKafkaError
+    t0 = time.time()
+    try:
+        p = KafkaProducer(bootstrap_servers=B, transactional_id="txn-" + uuid.uuid4().hex[:6])
+        p.init_transactions()
+        fail("init_transactions succeeded against a broker without transactions")
+    except PyKafkaError as e:
+        if "UnsupportedVersion" not in str(e):
+            fail("init_transactions failed with %r" % e)
+    if time.time() - t0 > 5:
+        fail("init_transactions took %.1f s to fail" % (time.time() - t0))
+
+
 def per_record_errors():
     """KIP-467: 100 records in one batch to a compacted topic, every tenth without a key.
     The broker names the ten by their index; librdkafka fails exactly those with
@@ -329,6 +346,7 @@ if __name__ == "__main__":
         scenario("commit and resume")(commit_and_resume)
         scenario("errors a client sees")(errors_clients_see)
         scenario("per-record produce errors (KIP-467)")(per_record_errors)
+        scenario("transactions refused at once")(transactions_fail_fast)
         scenario("delete and re-create a topic")(delete_and_recreate)
         scenario("write data for the restart check")(write_for_restart)
     elif phase == "after-restart":
