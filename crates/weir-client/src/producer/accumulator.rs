@@ -173,6 +173,26 @@ impl ProducerBatch {
                 serialized_value_size: t.value_size,
             })
         };
+        self.report_all(outcome, pool);
+    }
+
+    /// Fails every record with `error`.
+    pub fn fail(self, error: ClientError, pool: &BufferPool) {
+        self.fail_each(|_| error.clone(), pool);
+    }
+
+    /// Fails record `i` (its index in the batch) with `error_of(i)`.
+    pub fn fail_each(self, error_of: impl Fn(usize) -> ClientError, pool: &BufferPool) {
+        self.report_all(|i, _| Err(error_of(i)), pool);
+    }
+
+    /// Reports record `i`'s outcome, `outcome(i, its thunk)`, to whoever waits for it (in
+    /// one call when all report to one listener), then gives the batch's memory back.
+    fn report_all(
+        self,
+        outcome: impl Fn(usize, &Thunk) -> Result<RecordMetadata>,
+        pool: &BufferPool,
+    ) {
         match self.listeners.first() {
             Some(listener) if self.one_listener => {
                 listener.on_deliveries(&mut self.thunks.iter().enumerate().map(|(i, t)| {
@@ -186,31 +206,6 @@ impl ProducerBatch {
                 for (i, t) in self.thunks.into_iter().enumerate() {
                     let r = outcome(i, &t);
                     Self::report(&self.listeners, t.completion, r);
-                }
-            }
-        }
-        Self::release(self.bytes, self.builder, self.pooled, pool);
-    }
-
-    /// Fails every record with `error`.
-    pub fn fail(self, error: ClientError, pool: &BufferPool) {
-        self.fail_each(|_| error.clone(), pool);
-    }
-
-    /// Fails record `i` (its index in the batch) with `error_of(i)`.
-    pub fn fail_each(self, error_of: impl Fn(usize) -> ClientError, pool: &BufferPool) {
-        match self.listeners.first() {
-            Some(listener) if self.one_listener => {
-                listener.on_deliveries(&mut self.thunks.iter().enumerate().map(|(i, t)| {
-                    let Completion::Listener { token, .. } = t.completion else {
-                        unreachable!("one_listener: every record reports to the listener");
-                    };
-                    (token, Err(error_of(i)))
-                }));
-            }
-            _ => {
-                for (i, t) in self.thunks.into_iter().enumerate() {
-                    Self::report(&self.listeners, t.completion, Err(error_of(i)));
                 }
             }
         }
