@@ -117,37 +117,21 @@ impl Cluster {
             }
         }
         let cfg = &self.config;
+        let connect = {
+            let (addr, client_id, security) = (
+                addr.to_string(),
+                cfg.client_id.clone(),
+                cfg.security.clone(),
+            );
+            let (connect_timeout, request_timeout) = (cfg.connect_timeout, cfg.request_timeout);
+            async move {
+                let (id, sec) = (&client_id, &security);
+                BrokerConnection::connect(&addr, id, connect_timeout, request_timeout, sec).await
+            }
+        };
         let c = match &self.io {
-            None => {
-                BrokerConnection::connect(
-                    addr,
-                    &cfg.client_id,
-                    cfg.connect_timeout,
-                    cfg.request_timeout,
-                    &cfg.security,
-                )
-                .await?
-            }
-            Some(io) => {
-                let (addr, client_id, security) = (
-                    addr.to_string(),
-                    cfg.client_id.clone(),
-                    cfg.security.clone(),
-                );
-                let (connect_timeout, request_timeout) = (cfg.connect_timeout, cfg.request_timeout);
-                io.spawn(async move {
-                    BrokerConnection::connect(
-                        &addr,
-                        &client_id,
-                        connect_timeout,
-                        request_timeout,
-                        &security,
-                    )
-                    .await
-                })
-                .await
-                .map_err(|_| ClientError::Closed)??
-            }
+            None => connect.await?,
+            Some(io) => io.spawn(connect).await.map_err(|_| ClientError::Closed)??,
         };
         conns.insert(addr.to_string(), c.clone());
         Ok(c)
