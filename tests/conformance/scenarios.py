@@ -281,6 +281,20 @@ def per_record_errors():
     if invalid != list(range(0, 100, 10)) or len(other) != 90:
         fail("per-record errors: INVALID_RECORD for %s and %d 'different record' errors; "
              "first reports %s" % (invalid, len(other), [results[i] for i in range(3)]))
+    # A timestamp out of range makes the batch's error INVALID_TIMESTAMP, as in Kafka;
+    # librdkafka gives a batch with one named record the batch's error for every record.
+    topic = "old-" + uuid.uuid4().hex[:6]
+    create(topic, 1, {"message.timestamp.before.max.ms": "86400000"})
+    now = int(time.time() * 1000)
+    results = {}
+    p = Producer({**COMMON, "linger.ms": 500, "retries": 0, "enable.idempotence": False})
+    for i in range(4):
+        p.produce(topic, value=b"v", partition=0, timestamp=now - (400 * 86400000 if i == 1 else 0),
+                  on_delivery=lambda e, m, i=i: results.__setitem__(i, e))
+    p.flush(30)
+    codes = [results[i].code() if results.get(i) else None for i in range(4)]
+    if codes != [KafkaError.INVALID_TIMESTAMP] * 4:
+        fail("a record 400 days old in a batch of 4 gave %s" % codes)
 
 
 def delete_and_recreate():

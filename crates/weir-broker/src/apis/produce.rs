@@ -55,13 +55,13 @@ impl From<ApiError> for Refused {
 }
 
 impl From<LogError> for Refused {
-    fn from(mut e: LogError) -> Self {
-        let records = match &mut e {
-            LogError::RejectedRecords { records } => std::mem::take(records),
+    fn from(e: LogError) -> Self {
+        // The code and the summary come from the records, so both are taken first.
+        let error = ApiError::new(e.error_code(), e.to_string());
+        let records = match e {
+            LogError::RejectedRecords { records } => records,
             _ => Vec::new(),
         };
-        // The summary names the first few records; taken from the error before they go.
-        let error = ApiError::new(e.error_code(), e.to_string());
         Refused { error, records }
     }
 }
