@@ -39,24 +39,29 @@ pub const NOT_ENFORCED: &[(&str, &str)] = &[
         "request-time quotas are not enforced by Weir",
     ),
     (
-        CONTROLLER_MUTATION_RATE,
-        "controller mutation quotas are not enforced by Weir",
-    ),
-    (
         CONNECTION_CREATION_RATE,
         "connection-rate quotas are not enforced by Weir",
     ),
 ];
 
 /// Checks a quota value as AlterClientQuotas takes it: a key Weir enforces, and a whole,
-/// positive number of bytes per second.
+/// positive number of bytes per second, or a positive rate of partition mutations.
 pub fn check_value(key: &str, value: f64) -> Result<(), String> {
     if let Some((_, why)) = NOT_ENFORCED.iter().find(|(k, _)| *k == key) {
         return Err(format!("{key}: {why}"));
     }
+    if key == CONTROLLER_MUTATION_RATE {
+        if !(value > 0.0 && value.is_finite()) {
+            return Err(format!(
+                "{key}={value}: partitions created or deleted per second, more than 0"
+            ));
+        }
+        return Ok(());
+    }
     if key != PRODUCER_BYTE_RATE && key != CONSUMER_BYTE_RATE {
         return Err(format!(
-            "unknown quota '{key}' ({PRODUCER_BYTE_RATE} and {CONSUMER_BYTE_RATE} are enforced)"
+            "unknown quota '{key}' ({PRODUCER_BYTE_RATE}, {CONSUMER_BYTE_RATE} and \
+             {CONTROLLER_MUTATION_RATE} are enforced)"
         ));
     }
     if !(value >= 1.0 && value.fract() == 0.0 && value <= i64::MAX as f64) {
@@ -200,9 +205,10 @@ impl Quotas {
         })
     }
 
-    /// The quota that applies to `user` (the principal's name) with `client_id`, and the
-    /// (user, client-id) tags of the rate it is measured by.
-    fn resolve(&self, kind: Kind, user: &str, client_id: &str) -> Option<(f64, String, String)> {
+    /// The `key` quota (for example `controller_mutation_rate`) that applies to `user`
+    /// (the principal's name) with `client_id`, and the (user, client-id) tags of the rate
+    /// it is measured by, in Kafka's order of precedence; `None` if no entity sets it.
+    pub fn limit(&self, key: &str, user: &str, client_id: &str) -> Option<(f64, String, String)> {
         let configs = self.configs.read().unwrap_or_else(|e| e.into_inner());
         if configs.is_empty() {
             return None;
@@ -226,7 +232,7 @@ impl Quotas {
         order.iter().find_map(|(user_side, client_side, tags)| {
             let limit = configs
                 .get(&Entity::of(*user_side, *client_side))?
-                .get(kind.key())?;
+                .get(key)?;
             let (ut, ct) = match tags {
                 0 => both(),
                 1 => user_only(),
@@ -239,7 +245,7 @@ impl Quotas {
     /// Records `bytes` for this client and returns how long to throttle it, in ms (0
     /// while it is within its quota, or has none).
     pub fn record(&self, kind: Kind, user: &str, client_id: &str, bytes: usize, now: i64) -> u32 {
-        let Some((limit, ut, ct)) = self.resolve(kind, user, client_id) else {
+        let Some((limit, ut, ct)) = self.limit(kind.key(), user, client_id) else {
             return 0;
         };
         let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
@@ -271,7 +277,7 @@ impl Quotas {
     /// Takes back bytes recorded for a fetch that is answered empty because it was
     /// throttled, as Kafka does.
     pub fn unrecord(&self, kind: Kind, user: &str, client_id: &str, bytes: usize, now: i64) {
-        let Some((_, ut, ct)) = self.resolve(kind, user, client_id) else {
+        let Some((_, ut, ct)) = self.limit(kind.key(), user, client_id) else {
             return;
         };
         let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
@@ -283,7 +289,7 @@ impl Quotas {
     /// The most a fetch may return to this client: what its quota allows over the
     /// whole window, so a single response never needs more than one window's throttle.
     pub fn max_fetch_bytes(&self, user: &str, client_id: &str) -> Option<usize> {
-        let (limit, _, _) = self.resolve(Kind::Fetch, user, client_id)?;
+        let (limit, _, _) = self.limit(Kind::Fetch.key(), user, client_id)?;
         let span = (self.windows.samples - 1) * self.windows.window_ms;
         Some((limit * span as f64 / 1000.0).max(1.0) as usize)
     }
@@ -380,18 +386,22 @@ mod tests {
             (named("alice"), Some(Name::Default), PRODUCER_BYTE_RATE, 2.0),
             (named("alice"), named("app"), PRODUCER_BYTE_RATE, 1.0),
         ]);
-        let limit = |u: &str, c: &str| q.resolve(Kind::Produce, u, c).map(|r| r.0);
+        let limit = |u: &str, c: &str| q.limit(PRODUCER_BYTE_RATE, u, c).map(|r| r.0);
         assert_eq!(limit("alice", "app"), Some(1.0));
         assert_eq!(limit("alice", "other"), Some(2.0));
         assert_eq!(limit("bob", "app"), Some(4.0));
         assert_eq!(limit("bob", "other"), Some(5.0));
-        assert_eq!(q.resolve(Kind::Fetch, "alice", "app"), None, "kinds apart");
+        assert_eq!(
+            q.limit(CONSUMER_BYTE_RATE, "alice", "app"),
+            None,
+            "kinds apart"
+        );
         let (_d, q) = quotas(&[
             (None, Some(Name::Default), CONSUMER_BYTE_RATE, 8.0),
             (None, named("app"), CONSUMER_BYTE_RATE, 7.0),
             (named("alice"), None, CONSUMER_BYTE_RATE, 3.0),
         ]);
-        let r = |u: &str, c: &str| q.resolve(Kind::Fetch, u, c).unwrap();
+        let r = |u: &str, c: &str| q.limit(CONSUMER_BYTE_RATE, u, c).unwrap();
         assert_eq!(
             r("alice", "x"),
             (3.0, "alice".into(), String::new()),
@@ -403,6 +413,27 @@ mod tests {
             "per client id"
         );
         assert_eq!(r("bob", "x"), (8.0, String::new(), "x".into()));
+    }
+
+    #[test]
+    fn a_controller_mutation_rate_is_a_positive_rate_kept_apart_from_byte_rates() {
+        assert!(
+            check_value(CONTROLLER_MUTATION_RATE, 0.5).is_ok(),
+            "fractions are rates"
+        );
+        for bad in [0.0, -1.0, f64::INFINITY, f64::NAN] {
+            assert!(check_value(CONTROLLER_MUTATION_RATE, bad).is_err(), "{bad}");
+        }
+        assert!(check_value(REQUEST_PERCENTAGE, 50.0).is_err());
+        let (_d, q) = quotas(&[
+            (None, named("admin"), CONTROLLER_MUTATION_RATE, 2.0),
+            (None, named("admin"), PRODUCER_BYTE_RATE, 100.0),
+        ]);
+        assert_eq!(
+            q.limit(CONTROLLER_MUTATION_RATE, "alice", "admin"),
+            Some((2.0, String::new(), "admin".into()))
+        );
+        assert_eq!(q.limit(CONTROLLER_MUTATION_RATE, "alice", "app"), None);
     }
 
     #[test]

@@ -52,7 +52,8 @@ enum Command {
     Users(users::Args),
     /// Add, remove and list ACLs, on a running broker or a stopped one's data directory.
     Acls(acls::Args),
-    /// Set and show client byte-rate quotas (producer_byte_rate, consumer_byte_rate).
+    /// Set and show client quotas (producer_byte_rate, consumer_byte_rate,
+    /// controller_mutation_rate).
     Quotas(quotas::Args),
 }
 

@@ -39,7 +39,8 @@ enum Command {
         client: ClientArgs,
         #[command(flatten)]
         who: Who,
-        /// producer_byte_rate=N or consumer_byte_rate=N, bytes per second (repeatable).
+        /// producer_byte_rate=N or consumer_byte_rate=N, bytes per second, or
+        /// controller_mutation_rate=R, partitions created or deleted per second (repeatable).
         #[arg(long = "add-config", value_name = "KEY=VALUE")]
         add: Vec<String>,
         /// A quota to remove (repeatable).

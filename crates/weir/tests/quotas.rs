@@ -164,3 +164,74 @@ for cid in ["fast-reader", "slow-reader"]:
         secs(&slow)
     );
 }
+
+/// KIP-599's controller_mutation_rate set for one client id: that client's topic creations
+/// are refused with THROTTLING_QUOTA_EXCEEDED once it has used its burst, while another
+/// client on the same broker, under the broker's default, is not.
+#[test]
+fn a_client_over_its_controller_mutation_rate_is_refused_and_others_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let b = server.addr.as_str();
+    // 2 partitions a second: a burst of 22 (2 × 11 one-second windows).
+    let out = quotas(&[
+        "alter",
+        "--bootstrap",
+        b,
+        "--client-id",
+        "slow-admin",
+        "--add-config",
+        "controller_mutation_rate=2",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for bad in ["controller_mutation_rate=0", "controller_mutation_rate=-1"] {
+        let out = quotas(&[
+            "alter",
+            "--bootstrap",
+            b,
+            "--client-id",
+            "x",
+            "--add-config",
+            bad,
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{bad} was accepted");
+    }
+    // Each client creates a topic of 30 partitions (a full bucket takes it), then one of 1.
+    let script = format!(
+        r#"
+from kafka.admin import KafkaAdminClient, NewTopic
+for cid in ["fast-admin", "slow-admin"]:
+    a = KafkaAdminClient(bootstrap_servers="{b}", client_id=cid)
+    out = []
+    for name, n in [(cid + "-wide", 30), (cid + "-next", 1)]:
+        try:
+            a.create_topics([NewTopic(name, n, 1)], timeout_ms=1000)
+            out.append("created")
+        except Exception as e:
+            out.append(type(e).__name__)
+    print(cid, *out)
+    a.close()
+"#
+    );
+    let out = Command::new(python())
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "fast-admin created created", "{stdout}");
+    // kafka-python asks CreateTopics v7, which is told THROTTLING_QUOTA_EXCEEDED at once.
+    assert_eq!(
+        lines[1], "slow-admin created ThrottlingQuotaExceededError",
+        "{stdout}"
+    );
+}

@@ -33,6 +33,7 @@ use weir_kafka::ApiError;
 use weir_log::LogConfig;
 
 use crate::broker::{Broker, NewTopic};
+use crate::mutation_quota::Limit;
 use crate::request::RequestContext;
 use crate::topics::Topic;
 
@@ -64,7 +65,8 @@ fn replication_check(rf: i16) -> Result<(), ApiError> {
 /// before KIP-219.
 pub(crate) struct QuotaGate<'a> {
     broker: &'a Broker,
-    principal: Arc<str>,
+    ctx: &'a RequestContext,
+    limit: Limit,
     strict: bool,
     deadline: Instant,
     /// The longest wait a refusal asked for.
@@ -72,10 +74,11 @@ pub(crate) struct QuotaGate<'a> {
 }
 
 impl<'a> QuotaGate<'a> {
-    fn new(broker: &'a Broker, ctx: &RequestContext, strict: bool, timeout_ms: i32) -> Self {
+    fn new(broker: &'a Broker, ctx: &'a RequestContext, strict: bool, timeout_ms: i32) -> Self {
         QuotaGate {
             broker,
-            principal: ctx.principal.clone(),
+            ctx,
+            limit: super::mutation_limit(broker, ctx),
             strict,
             deadline: Instant::now() + Duration::from_millis(timeout_ms.max(0) as u64),
             throttled_ms: 0,
@@ -85,18 +88,13 @@ impl<'a> QuotaGate<'a> {
     /// Records `partitions` mutations, or refuses them with THROTTLING_QUOTA_EXCEEDED.
     fn check(&mut self, what: &str, partitions: usize) -> Result<(), ApiError> {
         let q = &self.broker.mutations;
-        q.record(&self.principal, partitions, Instant::now())
+        q.record(&self.limit, partitions, Instant::now())
             .map_err(|ms| {
                 self.throttled_ms = self.throttled_ms.max(ms);
+                let why = super::over_mutation_quota(self.broker, what, self.ctx, &self.limit);
                 ApiError::new(
                     E::ThrottlingQuotaExceeded,
-                    format!(
-                        "{what}: {} is over its controller mutation quota ({} partitions a \
-                         second, {} at once; controller.mutation.rate): retry in {ms} ms",
-                        self.principal,
-                        q.rate(),
-                        q.burst()
-                    ),
+                    format!("{why}: retry in {ms} ms"),
                 )
             })
     }
@@ -111,20 +109,18 @@ impl<'a> QuotaGate<'a> {
             let ms = self
                 .broker
                 .mutations
-                .throttle_ms(&self.principal, Instant::now());
+                .throttle_ms(&self.limit, Instant::now());
             if ms == 0 {
                 return Ok(());
             }
             let until = Instant::now() + Duration::from_millis(ms.into());
             if until > self.deadline {
+                let why = super::over_mutation_quota(self.broker, what, self.ctx, &self.limit);
                 return Err(ApiError::new(
                     E::RequestTimedOut,
                     format!(
-                        "{what}: {} is over its controller mutation quota ({} partitions a \
-                         second; controller.mutation.rate) for another {ms} ms, longer than \
-                         the request's timeout: retry later",
-                        self.principal,
-                        self.broker.mutations.rate()
+                        "{why} for another {ms} ms, longer than the request's timeout: retry \
+                         later"
                     ),
                 ));
             }

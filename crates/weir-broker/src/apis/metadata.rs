@@ -304,22 +304,17 @@ fn auto_create(broker: &Broker, ctx: &RequestContext, names: Vec<String>) -> Aut
     }
     let names: Vec<String> = asks.iter().map(|a| a.name.clone()).collect();
     let mut throttle_ms = 0u32;
+    let limit = super::mutation_limit(broker, ctx);
     let results = super::off_worker(|| {
         broker.create_topics(asks, false, &mut |w, n| {
             broker
                 .mutations
-                .record(&ctx.principal, n, Instant::now())
+                .record(&limit, n, Instant::now())
                 .map_err(|ms| {
                     throttle_ms = throttle_ms.max(ms);
-                    ApiError::new(
-                        E::ThrottlingQuotaExceeded,
-                        format!(
-                            "auto-creating topic '{w}': {} is over its controller mutation \
-                             quota (controller.mutation.rate={} partitions a second)",
-                            ctx.principal,
-                            broker.mutations.rate()
-                        ),
-                    )
+                    let what = format!("auto-creating topic '{w}'");
+                    let why = super::over_mutation_quota(broker, &what, ctx, &limit);
+                    ApiError::new(E::ThrottlingQuotaExceeded, why)
                 })
         })
     });

@@ -8,8 +8,10 @@ use std::sync::Arc;
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 
 use crate::broker::Broker;
+use crate::mutation_quota::Limit;
 use crate::request::{RequestContext, Response};
 use crate::versions::api_versions_response;
+use weir_kafka::quota::CONTROLLER_MUTATION_RATE;
 
 mod acls;
 mod admin;
@@ -31,6 +33,38 @@ pub(crate) fn off_worker<T>(f: impl FnOnce() -> T) -> T {
         Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
         _ => f(),
     }
+}
+
+/// The controller mutation limit (KIP-599) of a request's client: the
+/// `controller_mutation_rate` client quota that applies to it, else the broker's
+/// `controller.mutation.rate` for its principal.
+pub(crate) fn mutation_limit(broker: &Broker, ctx: &RequestContext) -> Limit {
+    let quota = broker
+        .quotas
+        .limit(CONTROLLER_MUTATION_RATE, ctx.user(), &ctx.client_id);
+    broker.mutations.limit(&ctx.principal, quota)
+}
+
+/// Why `what` was refused by `limit`'s quota, in words that say which setting to raise.
+pub(crate) fn over_mutation_quota(
+    broker: &Broker,
+    what: &str,
+    ctx: &RequestContext,
+    limit: &Limit,
+) -> String {
+    let setting = if limit.key == ctx.principal {
+        "controller.mutation.rate"
+    } else {
+        "its controller_mutation_rate client quota"
+    };
+    format!(
+        "{what}: {} (client id '{}') is over its controller mutation quota ({} partitions a \
+         second, {} at once; {setting})",
+        ctx.principal,
+        ctx.client_id,
+        limit.rate,
+        broker.mutations.burst(limit.rate)
+    )
 }
 
 /// Routes a request to its handler. `Err` closes the connection (only for requests that
