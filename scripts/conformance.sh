@@ -9,6 +9,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 WEIR=${WEIR:-$root/target/debug/weir}
+# The scenarios use `weir configs` where the clients cannot name every broker.
+export WEIR
 PY=$root/.venv/bin/python
 work=$(mktemp -d /tmp/weir-conformance.XXXXXX)
 data=$work/data

@@ -6,13 +6,16 @@ kafka-python) against the broker at $BOOTSTRAP:
       partitions and rebalances when one leaves (eager and cooperative-sticky, librdkafka;
       roundrobin and sticky, kafka-python); commit and resume; errors a client must see
       (too large, bad topic name, bad config); per-record produce errors (KIP-467);
+      dynamic broker configs (per broker and cluster-wide, live and after the restart);
       delete and re-create a topic; and data plus
       committed offsets that the restart check will look for.
   after-restart: after a clean restart of the broker, that data and those offsets are there.
 
 Prints one line per scenario and exits 1 on the first failure.
 """
+import json
 import os
+import subprocess
 import sys
 import time
 import uuid
@@ -259,6 +262,88 @@ def transactions_fail_fast():
         fail("init_transactions took %.1f s to fail" % (time.time() - t0))
 
 
+DYNAMIC_TOPIC = "dynamic-topic"
+
+
+def weir_cli(*args):
+    r = subprocess.run([os.environ["WEIR"], *args, "--bootstrap", B], capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode != 0:
+        fail("weir %s: %s" % (" ".join(args), r.stderr.strip()))
+    return r.stdout
+
+
+def broker_id():
+    return str(next(iter(AdminClient(COMMON).list_topics(timeout=10).brokers)))
+
+
+def described(resource):
+    admin = AdminClient(COMMON)
+    return list(admin.describe_configs([resource]).values())[0].result(15)
+
+
+def dynamic_broker_configs():
+    """kafka-configs --entity-type brokers, through confluent-kafka's AdminClient: a
+    cluster-wide default and a per-broker value take effect at once (a topic without its
+    own retention.ms reports the new default, a record over the new message.max.bytes is
+    refused) and say where they come from; a key Weir cannot change live is refused."""
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       ConfigSource, ResourceType)
+    admin = AdminClient(COMMON)
+    node = broker_id()
+    create(DYNAMIC_TOPIC, 1)
+
+    def incremental(name, key, value, op=AlterConfigOpType.SET):
+        res = ConfigResource(ResourceType.BROKER, name, incremental_configs=[
+            ConfigEntry(key, value, incremental_operation=op)])
+        list(admin.incremental_alter_configs([res]).values())[0].result(15)
+
+    # Neither librdkafka nor kafka-python takes the empty broker name of the cluster-wide
+    # default (kafka-configs' --entity-default): `weir configs` sets it.
+    weir_cli("configs", "alter", "--broker-defaults", "--add-config", "log.retention.ms=3600000")
+    incremental(node, "message.max.bytes", "200000")
+    topic = described(ConfigResource(ResourceType.TOPIC, DYNAMIC_TOPIC))
+    got = (topic["retention.ms"].value, topic["retention.ms"].source,
+           topic["max.message.bytes"].value, topic["max.message.bytes"].source)
+    want = ("3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value,
+            "200000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    if got != want:
+        fail("topic configs after the dynamic change: %s, wanted %s" % (got, want))
+    p = Producer({**COMMON, "retries": 0})
+    errs = []
+    p.produce(DYNAMIC_TOPIC, value=b"x" * 300000, on_delivery=lambda e, m: errs.append(e))
+    p.flush(15)
+    if not errs or errs[0] is None or errs[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
+        fail("a 300 kB record over message.max.bytes=200000 (set live) gave %s" % errs)
+    try:
+        incremental(node, "num.partitions", "3")
+        fail("num.partitions was changed dynamically")
+    except KafkaException as e:
+        if e.args[0].code() != KafkaError.INVALID_REQUEST:
+            fail("a static key gave %s" % e)
+    check_dynamic_broker_configs()
+
+
+def check_dynamic_broker_configs():
+    """The dynamic configs set above, as the broker describes them."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+    node = broker_id()
+    mine = described(ConfigResource(ResourceType.BROKER, node))
+    cluster = sorted(c["name"] for c in json.loads(
+        weir_cli("configs", "describe", "--broker-defaults", "--json")))
+    got = (mine["message.max.bytes"].value, mine["message.max.bytes"].source,
+           mine["log.retention.ms"].value, mine["log.retention.ms"].source,
+           cluster, mine["num.partitions"].is_read_only)
+    want = ("200000", ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+            "3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value,
+            ["log.retention.ms"], True)
+    if got != want:
+        fail("dynamic broker configs: %s, wanted %s" % (got, want))
+    topic = described(ConfigResource(ResourceType.TOPIC, DYNAMIC_TOPIC))
+    if topic["max.message.bytes"].value != "200000":
+        fail("the topic's max.message.bytes after the restart: %s" % topic["max.message.bytes"])
+
+
 def per_record_errors():
     """KIP-467: 100 records in one batch to a compacted topic, every tenth without a key.
     The broker names the ten by their index; librdkafka fails exactly those with
@@ -361,10 +446,12 @@ if __name__ == "__main__":
         scenario("errors a client sees")(errors_clients_see)
         scenario("per-record produce errors (KIP-467)")(per_record_errors)
         scenario("transactions refused at once")(transactions_fail_fast)
+        scenario("dynamic broker configs")(dynamic_broker_configs)
         scenario("delete and re-create a topic")(delete_and_recreate)
         scenario("write data for the restart check")(write_for_restart)
     elif phase == "after-restart":
         scenario("data and offsets survive a restart")(check_after_restart)
+        scenario("dynamic broker configs survive a restart")(check_dynamic_broker_configs)
     else:
         fail("unknown phase " + phase)
     print("PASS scenarios " + phase)

@@ -18,6 +18,7 @@ use weir_kafka::acl::{Operation, ResourceType};
 
 use crate::config::BrokerConfig;
 use crate::descriptors::{self, Budget, MAPPINGS_PER_PARTITION};
+use crate::dynamic_config::{DynamicConfigs, Scope};
 use crate::memory::RequestMemory;
 use crate::mutation_quota::MutationQuota;
 use crate::partition::Partition;
@@ -64,6 +65,9 @@ pub struct Broker {
     pub authorizer: Option<Authorizer>,
     /// Client byte-rate quotas (`weir-quotas.json` in the first data directory).
     pub quotas: weir_security::quota::Quotas,
+    /// Dynamic broker configs, and the log defaults they make (`weir-broker-configs.json`
+    /// in the first data directory).
+    pub dynamic: DynamicConfigs,
 }
 
 /// What changing the topics needs, under one lock: their files, and two tallies kept as
@@ -165,6 +169,11 @@ impl Broker {
         for d in &config.log_dirs {
             std::fs::create_dir_all(d).map_err(|e| format!("creating {}: {e}", d.display()))?;
         }
+        // The log defaults every topic starts from are server.properties' under the
+        // dynamic broker configs.
+        let dynamic = DynamicConfigs::load(&config.log_dirs[0], &config.properties)?;
+        config.log_defaults = dynamic.log_defaults();
+        config.log_manager.default_config = config.log_defaults.clone();
         let budget = Budget::of_process(config.max_connections, config.log_dirs.len());
         descriptors::give_logs_their_share(&mut config.log_manager, budget.logs);
         tracing::info!(
@@ -300,6 +309,7 @@ impl Broker {
             users,
             authorizer,
             quotas,
+            dynamic,
             inflate_slots: Semaphore::new(
                 std::thread::available_parallelism().map_or(2, |n| n.get()),
             ),
@@ -818,8 +828,7 @@ impl Broker {
             ));
         }
         Ok(Arc::new(
-            self.config
-                .log_defaults
+            self.log_defaults()
                 .with_overrides(a.overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())))
                 .map_err(|e| ApiError::new(E::InvalidConfig, e.to_string()))?,
         ))
@@ -987,6 +996,58 @@ impl Broker {
         Ok(())
     }
 
+    /// The log defaults a topic's config starts from: server.properties' under the
+    /// dynamic broker configs.
+    pub fn log_defaults(&self) -> Arc<LogConfig> {
+        self.dynamic.log_defaults()
+    }
+
+    /// Replaces `scope`'s dynamic broker configs (the whole set), and gives every topic the
+    /// config the new log defaults make under its own overrides. A change a topic's
+    /// overrides cannot take (an invalid combination) is refused whole.
+    pub fn set_broker_configs(
+        &self,
+        scope: Scope,
+        set: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), ApiError> {
+        // Under the topics' lock: no topic is made from the old defaults meanwhile.
+        let _changes = self.lock_changes()?;
+        let resolve_all = |defaults: &Arc<LogConfig>| {
+            let topics = self.topics.read().map_err(|_| poisoned())?;
+            let mut configs = HashMap::new();
+            for (name, t) in topics.iter() {
+                let config = defaults
+                    .with_overrides(t.overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                    .map_err(|e| ApiError::new(E::InvalidConfig, format!("topic '{name}': {e}")))?;
+                configs.insert(name.clone(), Arc::new(config));
+            }
+            Ok(configs)
+        };
+        let Some(configs) = self
+            .dynamic
+            .replace(scope, set, validate_only, resolve_all)?
+        else {
+            return Ok(());
+        };
+        self.logs.update_topic_configs(&configs);
+        let mut topics = self.topics.write().map_err(|_| poisoned())?;
+        for (name, config) in configs {
+            if let Some(t) = topics.get(&name) {
+                let t = Arc::new(Topic {
+                    name: t.name.clone(),
+                    id: t.id,
+                    overrides: t.overrides.clone(),
+                    config,
+                    partitions: t.partitions.clone(),
+                });
+                topics.insert(name, t);
+            }
+        }
+        tracing::info!(?scope, "dynamic broker configs changed");
+        Ok(())
+    }
+
     /// Replaces a topic's config overrides (the whole set).
     pub fn set_topic_overrides(
         &self,
@@ -1002,8 +1063,7 @@ impl Broker {
             )
         })?;
         let config = Arc::new(
-            self.config
-                .log_defaults
+            self.log_defaults()
                 .with_overrides(overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())))
                 .map_err(|e| ApiError::new(E::InvalidConfig, e.to_string()))?,
         );

@@ -32,6 +32,7 @@ pub mod broker;
 pub mod config;
 pub mod connection;
 pub mod descriptors;
+pub mod dynamic_config;
 pub mod memory;
 pub mod metrics;
 pub mod mutation_quota;

@@ -41,6 +41,9 @@ impl ConfigResourceType {
 pub enum ConfigResource {
     Topic(String),
     Broker(i32),
+    /// Every broker's dynamic default (Kafka's `--entity-default` of `--entity-type
+    /// brokers`): a broker resource with an empty name.
+    BrokerDefaults,
 }
 
 impl ConfigResource {
@@ -49,6 +52,7 @@ impl ConfigResource {
         match self {
             ConfigResource::Topic(t) => (ConfigResourceType::Topic.code(), t.clone()),
             ConfigResource::Broker(b) => (ConfigResourceType::Broker.code(), b.to_string()),
+            ConfigResource::BrokerDefaults => (ConfigResourceType::Broker.code(), String::new()),
         }
     }
 }

@@ -624,6 +624,18 @@ impl LogManager {
     }
 
     /// New configuration for every partition of `topic`.
+    /// Gives every log of a topic in `configs` its topic's new config, in one pass.
+    pub fn update_topic_configs(&self, configs: &HashMap<String, Arc<LogConfig>>) {
+        for (tp, (_, log)) in self.state().logs.iter() {
+            if let Some(config) = configs.get(&*tp.topic) {
+                log.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .update_config(config.clone());
+            }
+        }
+        self.inner.wake.notify_all();
+    }
+
     pub fn update_topic_config(&self, topic: &str, config: Arc<LogConfig>) {
         for (tp, (_, log)) in self.state().logs.iter() {
             if &*tp.topic == topic {

@@ -4,6 +4,7 @@
 mod acls;
 mod bench;
 mod cli;
+mod configs;
 mod consume;
 mod dump_log;
 mod groups;
@@ -52,6 +53,8 @@ enum Command {
     Users(users::Args),
     /// Add, remove and list ACLs, on a running broker or a stopped one's data directory.
     Acls(acls::Args),
+    /// Show and change the configs of a topic, a broker, or every broker's defaults.
+    Configs(configs::Args),
     /// Set and show client quotas (producer_byte_rate, consumer_byte_rate,
     /// controller_mutation_rate).
     Quotas(quotas::Args),
@@ -70,5 +73,6 @@ fn main() -> ExitCode {
         Command::Users(args) => users::run(args),
         Command::Acls(args) => acls::run(args),
         Command::Quotas(args) => quotas::run(args),
+        Command::Configs(args) => configs::run(args),
     }
 }

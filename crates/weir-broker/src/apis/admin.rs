@@ -33,6 +33,7 @@ use weir_kafka::ApiError;
 use weir_log::LogConfig;
 
 use crate::broker::{Broker, NewTopic};
+use crate::dynamic_config::{self, Scope};
 use crate::mutation_quota::Limit;
 use crate::request::RequestContext;
 use crate::topics::Topic;
@@ -645,7 +646,7 @@ fn broker_entries(broker: &Broker) -> Vec<(String, String, bool)> {
     for key in LogConfig::topic_keys() {
         if let (Some(bk), Some(value)) = (
             LogConfig::broker_synonyms(key).first(),
-            c.log_defaults.value_of(key),
+            broker.log_defaults().value_of(key),
         ) {
             out.insert(bk.to_string(), (value, false));
         }
@@ -699,40 +700,19 @@ pub fn describe_configs(
                         .collect();
                 }
             },
-            RESOURCE_BROKER => {
-                let name = res.resource_name.to_string();
-                if !name.is_empty() && name != broker.config.node_id.to_string() {
-                    r.error_code = E::InvalidRequest.code();
-                    r.error_message = Some(s(format!(
-                        "this is broker {}, not {name}",
-                        broker.config.node_id
-                    )));
-                } else {
-                    for (k, val, set) in broker_entries(broker)
-                        .into_iter()
-                        .filter(|(k, _, _)| keep(k))
-                    {
-                        // As Kafka: secrets (a PEM private key, passwords) are never shown.
-                        let sensitive = weir_security::tls::is_sensitive(&k);
-                        let entry = ConfigEntry {
-                            name: k,
-                            value: (!sensitive).then_some(val),
-                            source: if set {
-                                ConfigSource::StaticBroker
-                            } else {
-                                ConfigSource::Default
-                            },
-                            read_only: true,
-                            sensitive,
-                            // Broker values are shown as they were given.
-                            config_type: ConfigType::String,
-                            documentation: None,
-                            synonyms: Vec::new(),
-                        };
-                        r.configs.push(describe_result(entry, v, false));
-                    }
+            RESOURCE_BROKER => match broker_scope(broker, &res.resource_name) {
+                Err(e) => {
+                    r.error_code = e.code;
+                    r.error_message = Some(s(e.message));
                 }
-            }
+                Ok(scope) => {
+                    r.configs = broker_config_entries(broker, scope, req.include_synonyms)
+                        .into_iter()
+                        .filter(|e| keep(&e.name))
+                        .map(|e| describe_result(e, v, false))
+                        .collect();
+                }
+            },
             other => {
                 r.error_code = E::InvalidRequest.code();
                 r.error_message = Some(s(format!(
@@ -745,6 +725,82 @@ pub fn describe_configs(
     resp
 }
 
+/// A broker resource's configs as DescribeConfigs reports them: for this broker, every
+/// setting with where its value comes from (this broker's dynamic config, the cluster-wide
+/// dynamic default, server.properties, or Kafka's default) and, when asked, each source's
+/// value in that order; for the cluster-wide default (an empty name), only what is set
+/// there, as Kafka answers.
+fn broker_config_entries(broker: &Broker, scope: Scope, synonyms: bool) -> Vec<ConfigEntry> {
+    let sets = broker.dynamic.sets();
+    let rows: Vec<(String, String, ConfigSource)> = match scope {
+        Scope::ClusterDefault => sets
+            .cluster_default
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone(), ConfigSource::DynamicDefaultBroker))
+            .collect(),
+        Scope::Broker => {
+            let mut rows: BTreeMap<String, (String, ConfigSource)> = broker_entries(broker)
+                .into_iter()
+                .map(|(k, v, set)| {
+                    let source = if set {
+                        ConfigSource::StaticBroker
+                    } else {
+                        ConfigSource::Default
+                    };
+                    (k, (v, source))
+                })
+                .collect();
+            for (k, v) in &sets.cluster_default {
+                rows.insert(k.clone(), (v.clone(), ConfigSource::DynamicDefaultBroker));
+            }
+            for (k, v) in &sets.broker {
+                rows.insert(k.clone(), (v.clone(), ConfigSource::DynamicBroker));
+            }
+            rows.into_iter().map(|(k, (v, src))| (k, v, src)).collect()
+        }
+    };
+    rows.into_iter()
+        .map(|(name, value, source)| {
+            // As Kafka: secrets (a PEM private key, passwords) are never shown.
+            let sensitive = weir_security::tls::is_sensitive(&name);
+            let mut entry = ConfigEntry {
+                value: (!sensitive).then_some(value),
+                source,
+                read_only: !dynamic_config::is_dynamic(&name),
+                sensitive,
+                // Broker values are shown as they were given.
+                config_type: ConfigType::String,
+                documentation: None,
+                synonyms: Vec::new(),
+                name,
+            };
+            if synonyms && !sensitive {
+                let layers = [
+                    (sets.broker.get(&entry.name), ConfigSource::DynamicBroker),
+                    (
+                        sets.cluster_default.get(&entry.name),
+                        ConfigSource::DynamicDefaultBroker,
+                    ),
+                    (
+                        broker.config.properties.get(&entry.name),
+                        ConfigSource::StaticBroker,
+                    ),
+                ];
+                for (value, source) in layers {
+                    if let Some(value) = value {
+                        entry.synonyms.push(ConfigSynonym {
+                            name: entry.name.clone(),
+                            value: Some(value.clone()),
+                            source,
+                        });
+                    }
+                }
+            }
+            entry
+        })
+        .collect()
+}
+
 /// A topic's configs as DescribeConfigs (and CreateTopics v5+) report them, each with its
 /// synonyms when asked for, in order of precedence: the topic's own value, the broker keys
 /// set in server.properties, then Kafka's default.
@@ -752,6 +808,30 @@ fn topic_config_entries(broker: &Broker, topic: &Topic, synonyms: bool) -> Vec<C
     let keys: Vec<&str> = topic.overrides.keys().map(String::as_str).collect();
     let set: Vec<&str> = broker.config.set_keys.iter().map(String::as_str).collect();
     let mut entries = topic.config.describe(&keys, &set);
+    // A default set dynamically comes from there (this broker's over the cluster's).
+    let sets = broker.dynamic.sets();
+    let dynamic_of = |name: &str| {
+        let synonyms = LogConfig::broker_synonyms(name);
+        let find = |set: &BTreeMap<String, String>| {
+            synonyms
+                .iter()
+                .find_map(|k| set.get(*k).map(|v| (k.to_string(), v.clone())))
+        };
+        [
+            (find(&sets.broker), ConfigSource::DynamicBroker),
+            (
+                find(&sets.cluster_default),
+                ConfigSource::DynamicDefaultBroker,
+            ),
+        ]
+    };
+    for e in &mut entries {
+        if e.source != ConfigSource::DynamicTopic {
+            if let Some((_, source)) = dynamic_of(&e.name).into_iter().find(|(f, _)| f.is_some()) {
+                e.source = source;
+            }
+        }
+    }
     if synonyms {
         let defaults = LogConfig::default();
         for e in &mut entries {
@@ -761,6 +841,15 @@ fn topic_config_entries(broker: &Broker, topic: &Topic, synonyms: bool) -> Vec<C
                     value: Some(o.clone()),
                     source: ConfigSource::DynamicTopic,
                 });
+            }
+            for (found, source) in dynamic_of(&e.name) {
+                if let Some((name, value)) = found {
+                    e.synonyms.push(ConfigSynonym {
+                        name,
+                        value: Some(value),
+                        source,
+                    });
+                }
             }
             let broker_keys = LogConfig::broker_synonyms(&e.name);
             for bk in broker_keys {
@@ -846,13 +935,6 @@ fn config_access(
     }
 }
 
-fn static_broker_error() -> ApiError {
-    ApiError::new(
-        E::InvalidConfig,
-        "Weir's broker settings are static: set them in server.properties or with --override and restart",
-    )
-}
-
 pub fn alter_configs(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
@@ -887,7 +969,21 @@ pub fn alter_configs(
                     broker.set_topic_overrides(&res.resource_name, overrides, req.validate_only)
                 })
             })(),
-            RESOURCE_BROKER => Err(static_broker_error()),
+            RESOURCE_BROKER => (|| {
+                // The legacy API replaces the whole dynamic set, as for a topic.
+                let scope = broker_scope(broker, &res.resource_name)?;
+                let mut set = BTreeMap::new();
+                for c in &res.configs {
+                    let value = c.value.as_ref().ok_or_else(|| {
+                        ApiError::new(
+                            E::InvalidConfig,
+                            format!("config {} has a null value", c.name),
+                        )
+                    })?;
+                    set.insert(c.name.to_string(), value.to_string());
+                }
+                super::off_worker(|| broker.set_broker_configs(scope, set, req.validate_only))
+            })(),
             other => Err(ApiError::new(
                 E::InvalidRequest,
                 format!("resource type {other} cannot be altered"),
@@ -907,10 +1003,6 @@ pub fn incremental_alter_configs(
     ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    const SET: i8 = AlterConfigOpType::Set.code();
-    const DELETE: i8 = AlterConfigOpType::Delete.code();
-    const APPEND: i8 = AlterConfigOpType::Append.code();
-    const SUBTRACT: i8 = AlterConfigOpType::Subtract.code();
     let mut resp = IncrementalAlterConfigsResponse::default();
     for res in req.resources {
         let mut r = IncrementalResult::default();
@@ -931,72 +1023,35 @@ pub fn incremental_alter_configs(
                         format!("topic '{}' does not exist", res.resource_name),
                     )
                 })?;
-                let mut overrides = topic.overrides.clone();
                 for c in &res.configs {
-                    let name = c.name.to_string();
-                    if !LogConfig::is_topic_key(&name) {
+                    if !LogConfig::is_topic_key(&c.name) {
                         return Err(ApiError::new(
                             E::InvalidConfig,
-                            format!("'{name}' is not a topic config"),
+                            format!("'{}' is not a topic config", c.name),
                         ));
                     }
-                    let value = c.value.as_ref().map(|v| v.to_string());
-                    match c.config_operation {
-                        SET => {
-                            let value = value.ok_or_else(|| {
-                                ApiError::new(E::InvalidConfig, format!("SET {name} needs a value"))
-                            })?;
-                            overrides.insert(name, value);
-                        }
-                        DELETE => {
-                            overrides.remove(&name);
-                        }
-                        APPEND | SUBTRACT => {
-                            if name != "cleanup.policy" && !name.ends_with("throttled.replicas") {
-                                return Err(ApiError::new(
-                                    E::InvalidConfig,
-                                    format!("{name} is not a list: APPEND and SUBTRACT need one"),
-                                ));
-                            }
-                            let current = overrides
-                                .get(&name)
-                                .cloned()
-                                .or_else(|| topic.config.value_of(&name))
-                                .unwrap_or_default();
-                            let mut items: Vec<String> = current
-                                .split(',')
-                                .map(|x| x.trim().to_string())
-                                .filter(|x| !x.is_empty())
-                                .collect();
-                            for x in value
-                                .unwrap_or_default()
-                                .split(',')
-                                .map(str::trim)
-                                .filter(|x| !x.is_empty())
-                            {
-                                if c.config_operation == APPEND {
-                                    if !items.iter().any(|i| i == x) {
-                                        items.push(x.to_string());
-                                    }
-                                } else {
-                                    items.retain(|i| i != x);
-                                }
-                            }
-                            overrides.insert(name, items.join(","));
-                        }
-                        op => {
-                            return Err(ApiError::new(
-                                E::InvalidRequest,
-                                format!("unknown config operation {op}"),
-                            ))
-                        }
-                    }
                 }
+                let is_list =
+                    |name: &str| name == "cleanup.policy" || name.ends_with("throttled.replicas");
+                let overrides =
+                    apply_ops(topic.overrides.clone(), &res.configs, is_list, |name| {
+                        topic.config.value_of(name)
+                    })?;
                 super::off_worker(|| {
                     broker.set_topic_overrides(&res.resource_name, overrides, req.validate_only)
                 })
             })(),
-            RESOURCE_BROKER => Err(static_broker_error()),
+            RESOURCE_BROKER => (|| {
+                let scope = broker_scope(broker, &res.resource_name)?;
+                let defaults = broker.log_defaults();
+                let set = apply_ops(
+                    broker.dynamic.sets().of(scope).clone(),
+                    &res.configs,
+                    |name| name == "log.cleanup.policy",
+                    |_| defaults.value_of("cleanup.policy"),
+                )?;
+                super::off_worker(|| broker.set_broker_configs(scope, set, req.validate_only))
+            })(),
             other => Err(ApiError::new(
                 E::InvalidRequest,
                 format!("resource type {other} cannot be altered"),
@@ -1009,4 +1064,89 @@ pub fn incremental_alter_configs(
         resp.responses.push(r);
     }
     resp
+}
+
+/// IncrementalAlterConfigs' operations applied to a set of configs: SET and DELETE a key,
+/// APPEND to and SUBTRACT from a list (`is_list`), whose value before is the set's or
+/// else `current`'s.
+fn apply_ops(
+    mut set: BTreeMap<String, String>,
+    ops: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
+    is_list: impl Fn(&str) -> bool,
+    current: impl Fn(&str) -> Option<String>,
+) -> Result<BTreeMap<String, String>, ApiError> {
+    const SET: i8 = AlterConfigOpType::Set.code();
+    const DELETE: i8 = AlterConfigOpType::Delete.code();
+    const APPEND: i8 = AlterConfigOpType::Append.code();
+    const SUBTRACT: i8 = AlterConfigOpType::Subtract.code();
+    for c in ops {
+        let name = c.name.to_string();
+        let value = c.value.as_ref().map(|v| v.to_string());
+        match c.config_operation {
+            SET => {
+                let value = value.ok_or_else(|| {
+                    ApiError::new(E::InvalidConfig, format!("SET {name} needs a value"))
+                })?;
+                set.insert(name, value);
+            }
+            DELETE => {
+                set.remove(&name);
+            }
+            APPEND | SUBTRACT => {
+                if !is_list(&name) {
+                    return Err(ApiError::new(
+                        E::InvalidConfig,
+                        format!("{name} is not a list: APPEND and SUBTRACT need one"),
+                    ));
+                }
+                let before = set
+                    .get(&name)
+                    .cloned()
+                    .or_else(|| current(&name))
+                    .unwrap_or_default();
+                let mut items: Vec<String> = before
+                    .split(',')
+                    .map(|x| x.trim().to_string())
+                    .filter(|x| !x.is_empty())
+                    .collect();
+                for x in value
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|x| !x.is_empty())
+                {
+                    if c.config_operation == APPEND {
+                        if !items.iter().any(|i| i == x) {
+                            items.push(x.to_string());
+                        }
+                    } else {
+                        items.retain(|i| i != x);
+                    }
+                }
+                set.insert(name, items.join(","));
+            }
+            op => {
+                return Err(ApiError::new(
+                    E::InvalidRequest,
+                    format!("unknown config operation {op}"),
+                ))
+            }
+        }
+    }
+    Ok(set)
+}
+
+/// Which dynamic set a BROKER resource names: this broker's (its id) or every broker's
+/// default (an empty name).
+fn broker_scope(broker: &Broker, name: &str) -> Result<Scope, ApiError> {
+    if name.is_empty() {
+        Ok(Scope::ClusterDefault)
+    } else if name == broker.config.node_id.to_string() {
+        Ok(Scope::Broker)
+    } else {
+        Err(ApiError::new(
+            E::InvalidRequest,
+            format!("this is broker {}, not {name}", broker.config.node_id),
+        ))
+    }
 }

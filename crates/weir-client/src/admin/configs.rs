@@ -51,6 +51,7 @@ impl AlterConfigOp {
 /// "topic 'orders'" or "broker 1", for errors about a resource (as `wire` names it).
 fn resource_item((kind, name): &(i8, String)) -> String {
     match ConfigResourceType::from_code(*kind) {
+        Some(ConfigResourceType::Broker) if name.is_empty() => "the brokers' defaults".into(),
         Some(ConfigResourceType::Broker) => format!("broker {name}"),
         Some(ConfigResourceType::Topic) => format!("topic '{name}'"),
         _ => format!("resource '{name}' of type {kind}"),
@@ -64,7 +65,7 @@ impl Admin {
         // A broker's configs are answered by that broker.
         let route = match resource {
             ConfigResource::Broker(id) => Route::Broker(*id),
-            ConfigResource::Topic(_) => Route::Any,
+            ConfigResource::Topic(_) | ConfigResource::BrokerDefaults => Route::Any,
         };
         let build = |_| {
             let mut req = DescribeConfigsRequest::default();
@@ -113,7 +114,7 @@ impl Admin {
         let (kind, name) = resource.wire();
         let route = match resource {
             ConfigResource::Broker(id) => Route::Broker(*id),
-            ConfigResource::Topic(_) => Route::Controller,
+            ConfigResource::Topic(_) | ConfigResource::BrokerDefaults => Route::Controller,
         };
         let build = |_| {
             let mut req = IncrementalAlterConfigsRequest::default();

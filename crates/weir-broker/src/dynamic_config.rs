@@ -1,0 +1,247 @@
+//! Dynamic broker configs, as Kafka's `kafka-configs --entity-type brokers` sets them
+//! (AlterConfigs and IncrementalAlterConfigs on BROKER resources): for this broker (its id)
+//! and for every broker (the cluster-wide default, an empty name). They take effect without
+//! a restart and survive one, kept in the data directory's `weir-broker-configs.json`.
+//!
+//! The keys Weir takes dynamically are the log defaults (`log.retention.ms`,
+//! `log.segment.bytes`, `log.cleanup.policy`, `message.max.bytes`, ... — Kafka's
+//! DynamicLogConfig): a change re-resolves every topic's config that has no override of its
+//! own. Any other key is refused with INVALID_REQUEST, naming it, so nothing is silently
+//! kept that would not apply.
+//!
+//! Precedence is Kafka's: this broker's dynamic value, then the cluster-wide dynamic
+//! default, then server.properties, then Kafka's default; within the merged set, a key's
+//! synonyms keep their own order (`log.retention.ms` before `log.retention.hours`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use serde::{Deserialize, Serialize};
+use weir_kafka::{ApiError, ErrorCode as E};
+use weir_log::LogConfig;
+
+pub const FILE: &str = "weir-broker-configs.json";
+
+/// Which dynamic set a change is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// This broker (its id as the resource name).
+    Broker,
+    /// Every broker (an empty resource name).
+    ClusterDefault,
+}
+
+/// Both dynamic sets, as saved.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sets {
+    pub broker: BTreeMap<String, String>,
+    pub cluster_default: BTreeMap<String, String>,
+}
+
+impl Sets {
+    pub fn of(&self, scope: Scope) -> &BTreeMap<String, String> {
+        match scope {
+            Scope::Broker => &self.broker,
+            Scope::ClusterDefault => &self.cluster_default,
+        }
+    }
+
+    /// The broker's properties as they apply: server.properties, then the cluster-wide
+    /// dynamic default over them, then this broker's own over both.
+    fn merged(&self, static_props: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+        let mut all = static_props.clone();
+        all.extend(self.cluster_default.clone());
+        all.extend(self.broker.clone());
+        all
+    }
+}
+
+/// Whether Weir applies `key` without a restart.
+pub fn is_dynamic(key: &str) -> bool {
+    LogConfig::broker_keys().contains(&key)
+}
+
+/// The dynamic configs, and the log defaults they make.
+pub struct DynamicConfigs {
+    path: PathBuf,
+    /// server.properties and --override, as given.
+    static_props: BTreeMap<String, String>,
+    state: RwLock<(Sets, Arc<LogConfig>)>,
+}
+
+impl DynamicConfigs {
+    /// Loads the saved sets from `dir` (none if the file does not exist) and resolves the
+    /// log defaults from them and `static_props`.
+    pub fn load(dir: &Path, static_props: &BTreeMap<String, String>) -> Result<Self, String> {
+        let path = dir.join(FILE);
+        let sets: Sets = weir_security::state_file::read(&path)?.unwrap_or_default();
+        let defaults = resolve(static_props, &sets)
+            .map_err(|e| format!("{}: {}", path.display(), e.message))?;
+        Ok(DynamicConfigs {
+            path,
+            static_props: static_props.clone(),
+            state: RwLock::new((sets, Arc::new(defaults))),
+        })
+    }
+
+    pub fn sets(&self) -> Sets {
+        self.state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .clone()
+    }
+
+    /// The log defaults every topic's config starts from.
+    pub fn log_defaults(&self) -> Arc<LogConfig> {
+        self.state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .clone()
+    }
+
+    /// Checks `scope`'s new set and the log defaults it makes, then `prepare`s what those
+    /// defaults change (every topic's config: a topic override they make invalid refuses the
+    /// change); unless `validate_only`, saves the set and makes it the one that applies.
+    /// `Some` of what `prepare` made once a changed set is in force.
+    pub fn replace<T>(
+        &self,
+        scope: Scope,
+        set: BTreeMap<String, String>,
+        validate_only: bool,
+        prepare: impl FnOnce(&Arc<LogConfig>) -> Result<T, ApiError>,
+    ) -> Result<Option<T>, ApiError> {
+        let not_dynamic: Vec<&str> = set
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !is_dynamic(k))
+            .collect();
+        if !not_dynamic.is_empty() {
+            return Err(ApiError::new(
+                E::InvalidRequest,
+                format!(
+                    "cannot update these configs dynamically: {} (Weir changes the log \
+                     defaults without a restart, such as log.retention.ms and \
+                     message.max.bytes; set the others in server.properties or with \
+                     --override and restart)",
+                    not_dynamic.join(", ")
+                ),
+            ));
+        }
+        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        let mut sets = state.0.clone();
+        match scope {
+            Scope::Broker => sets.broker = set,
+            Scope::ClusterDefault => sets.cluster_default = set,
+        }
+        let defaults = Arc::new(resolve(&self.static_props, &sets)?);
+        let prepared = prepare(&defaults)?;
+        if validate_only || sets == state.0 {
+            return Ok(None);
+        }
+        weir_security::state_file::write(&self.path, &sets)
+            .map_err(|e| ApiError::new(E::KafkaStorageError, e))?;
+        *state = (sets, defaults);
+        Ok(Some(prepared))
+    }
+}
+
+/// The log defaults `sets` make over `static_props`.
+fn resolve(static_props: &BTreeMap<String, String>, sets: &Sets) -> Result<LogConfig, ApiError> {
+    let all = sets.merged(static_props);
+    LogConfig::from_broker_properties(all.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map(|(c, _)| c)
+        .map_err(|e| ApiError::new(E::InvalidConfig, e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(_: &Arc<LogConfig>) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_broker_s_value_wins_over_the_cluster_s_over_server_properties() {
+        let dir = tempfile::tempdir().unwrap();
+        let static_props = props(&[("log.retention.ms", "1000"), ("log.segment.bytes", "2048")]);
+        let d = DynamicConfigs::load(dir.path(), &static_props).unwrap();
+        assert_eq!(d.log_defaults().retention_ms, 1000);
+        let cluster = props(&[("log.retention.ms", "2000"), ("message.max.bytes", "5000")]);
+        let made = d
+            .replace(
+                Scope::ClusterDefault,
+                cluster,
+                false,
+                |l| Ok(l.retention_ms),
+            )
+            .unwrap();
+        assert_eq!(made, Some(2000));
+        d.replace(
+            Scope::Broker,
+            props(&[("log.retention.ms", "3000")]),
+            false,
+            ok,
+        )
+        .unwrap();
+        let now = d.log_defaults();
+        assert_eq!(
+            (now.retention_ms, now.max_message_bytes, now.segment_bytes),
+            (3000, 5000, 2048)
+        );
+        // Saved, and loaded again as they were.
+        let again = DynamicConfigs::load(dir.path(), &static_props).unwrap();
+        assert_eq!(again.sets(), d.sets());
+        assert_eq!(again.log_defaults(), d.log_defaults());
+        // Removing this broker's value lets the cluster's apply again.
+        d.replace(Scope::Broker, BTreeMap::new(), false, ok)
+            .unwrap();
+        assert_eq!(d.log_defaults().retention_ms, 2000);
+        // What `prepare` refuses is not kept.
+        let refused = d.replace(
+            Scope::Broker,
+            props(&[("log.retention.ms", "1")]),
+            false,
+            |_| Err::<(), _>(ApiError::new(E::InvalidConfig, "no")),
+        );
+        assert!(refused.is_err());
+        assert_eq!(d.log_defaults().retention_ms, 2000);
+    }
+
+    #[test]
+    fn keys_weir_cannot_change_live_and_bad_values_are_refused_and_change_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = DynamicConfigs::load(dir.path(), &BTreeMap::new()).unwrap();
+        let e = d
+            .replace(Scope::Broker, props(&[("num.partitions", "3")]), false, ok)
+            .unwrap_err();
+        assert_eq!(e.code, E::InvalidRequest.code());
+        assert!(e.message.contains("num.partitions"), "{}", e.message);
+        let e = d
+            .replace(
+                Scope::Broker,
+                props(&[("log.retention.ms", "soon")]),
+                false,
+                ok,
+            )
+            .unwrap_err();
+        assert_eq!(e.code, E::InvalidConfig.code());
+        // Validation only: checked, not kept.
+        let none = d
+            .replace(Scope::Broker, props(&[("log.retention.ms", "5")]), true, ok)
+            .unwrap();
+        assert!(none.is_none());
+        assert_eq!(d.sets(), Sets::default());
+        assert!(!dir.path().join(FILE).exists());
+    }
+}
