@@ -1019,7 +1019,9 @@ impl Broker {
             for (name, t) in topics.iter() {
                 let config = defaults
                     .with_overrides(t.overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                    .map_err(|e| ApiError::new(E::InvalidConfig, format!("topic '{name}': {e}")))?;
+                    .map_err(|e| {
+                        ApiError::new(E::InvalidRequest, format!("topic '{name}': {e}"))
+                    })?;
                 configs.insert(name.clone(), Arc::new(config));
             }
             Ok(configs)

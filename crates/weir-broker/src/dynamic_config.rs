@@ -148,12 +148,13 @@ impl DynamicConfigs {
     }
 }
 
-/// The log defaults `sets` make over `static_props`.
+/// The log defaults `sets` make over `static_props`. A bad value is INVALID_REQUEST, as
+/// Kafka answers a broker resource's (a topic's is INVALID_CONFIG).
 fn resolve(static_props: &BTreeMap<String, String>, sets: &Sets) -> Result<LogConfig, ApiError> {
     let all = sets.merged(static_props);
     LogConfig::from_broker_properties(all.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .map(|(c, _)| c)
-        .map_err(|e| ApiError::new(E::InvalidConfig, e.to_string()))
+        .map_err(|e| ApiError::new(E::InvalidRequest, e.to_string()))
 }
 
 #[cfg(test)]
@@ -235,7 +236,7 @@ mod tests {
                 ok,
             )
             .unwrap_err();
-        assert_eq!(e.code, E::InvalidConfig.code());
+        assert_eq!(e.code, E::InvalidRequest.code());
         // Validation only: checked, not kept.
         let none = d
             .replace(Scope::Broker, props(&[("log.retention.ms", "5")]), true, ok)
