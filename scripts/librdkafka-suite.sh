@@ -141,22 +141,25 @@ export LD_LIBRARY_PATH=$cache/src/src:$cache/src/src-cpp
 # --- which tests ------------------------------------------------------------------------
 
 # allow-list lines: NAME [quick] [scenario=S] [timeout=SECONDS] [subtests=A,B,...]
-# (# starts a comment). With subtests, each of A, B ... runs as a process of its own
-# (SUBTESTS=A: only the test's sub-tests whose names contain A), shown as NAME/A.
-declare -A test_of sub_of scenario_of timeout_of quick_of listed
+# [args=FLAG,...] (# starts a comment). With subtests, each of A, B ... runs as a process
+# of its own (SUBTESTS=A: only the test's sub-tests whose names contain A), shown as
+# NAME/A. args: more test-runner flags (-k: a test librdkafka marks a known issue).
+declare -A test_of sub_of scenario_of timeout_of quick_of args_of listed
 ids=()
-add_run() { # id test sub scenario timeout quick
+add_run() { # id test sub scenario timeout quick args
   ids+=("$1"); test_of[$1]=$2; sub_of[$1]=$3; scenario_of[$1]=$4; timeout_of[$1]=$5; quick_of[$1]=$6
+  args_of[$1]=${7:-}
 }
 while read -r name rest; do
   name=${name%%#*}
   [ -n "$name" ] || continue
   rest=${rest%%#*}
   listed[$name]=1
-  scenario=default timeout=$default_timeout quick=0 subs=
+  scenario=default timeout=$default_timeout quick=0 subs= args=
   for word in $rest; do
     case $word in
       quick) quick=1 ;;
+      args=*) args=${word#args=}; args=${args//,/ } ;;
       scenario=*) scenario=${word#scenario=} ;;
       timeout=*) timeout=${word#timeout=} ;;
       subtests=*) subs=${word#subtests=} ;;
@@ -164,10 +167,10 @@ while read -r name rest; do
     esac
   done
   if [ -z "$subs" ]; then
-    add_run "$name" "$name" "" "$scenario" "$timeout" "$quick"
+    add_run "$name" "$name" "" "$scenario" "$timeout" "$quick" "$args"
   else
     for sub in ${subs//,/ }; do
-      add_run "$name/$sub" "$name" "$sub" "$scenario" "$timeout" "$quick"
+      add_run "$name/$sub" "$name" "$sub" "$scenario" "$timeout" "$quick" "$args"
     done
   fi
 done <"$allowlist"
@@ -268,7 +271,7 @@ start_broker() {
 
 # Runs one allow-list entry (a test, or a test's sub-tests) in its scenario; prints
 # "result seconds", result one of pass, fail, timeout (the test hung: the runner's own
-# timeout or ours), skip (the runner skipped it).
+# timeout or ours), crash (the runner died of a signal), skip (the runner skipped it).
 run_one() {
   local id=$1 name=${test_of[$1]} sub=${sub_of[$1]} s=${scenario_of[$1]} t=${timeout_of[$1]}
   kill -0 "${pid_of[$s]}" 2>/dev/null || { echo "broker-down 0"; return; }
@@ -281,10 +284,11 @@ run_one() {
   (cd "$dir" && env -u CI -u SUBTESTS ${sub:+SUBTESTS="$sub"} TESTS="${name%%_*}" TEST_SCENARIO="$s" \
     RDKAFKA_TEST_CONF="$work/$s/test.conf" KAFKA_PATH="$root/tests/librdkafka" \
     BROKERS="127.0.0.1:${port_of[$s]}" WEIR="$WEIR" \
-    timeout -k 10 "$t" "$runner" -L -p1 $runner_args) >"$dir/log" 2>&1 || rc=$?
+    timeout -k 10 "$t" "$runner" -L -p1 ${args_of[$id]} $runner_args) >"$dir/log" 2>&1 || rc=$?
   local secs result line
   secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
   sed 's/\x1b\[[0-9;]*m//g; s/\x1b(B//g' "$dir/log" >"$dir/log.txt"
+  echo "(test-runner exit status $rc)" >>"$dir/log.txt"
   line=$(grep -E "^\| $name +\|" "$dir/log.txt" | tail -1 || true)
   if [ "$rc" = 124 ] || [ "$rc" = 137 ] || grep -q "timed out (timeout set to" "$dir/log.txt"; then
     result=timeout
@@ -297,6 +301,8 @@ run_one() {
     fi
   elif [[ $line == *SKIPPED* ]]; then
     result=skip
+  elif [ "$rc" -gt 128 ] && ! grep -q "TEST FAILURE" "$dir/log.txt"; then
+    result=crash # killed by a signal before its summary (SIGABRT of a failed assert is 134)
   else
     result=fail
   fi
@@ -330,6 +336,13 @@ echo "${#run[@]} tests in $((SECONDS - t_all)) s: $((${#run[@]} - ${#failed[@]})
 for name in "${failed[@]}"; do
   echo "--- $name (last 25 lines of $work/tests/${name//\//:}/log.txt)"
   tail -25 "$work/tests/${name//\//:}/log.txt"
+done
+for s in "${!pid_of[@]}"; do
+  if ! kill -0 "${pid_of[$s]}" 2>/dev/null; then
+    echo "--- weir serve ($s) exited during the run (last 25 lines of $work/$s/serve.log)"
+    tail -25 "$work/$s/serve.log"
+    failed+=("weir serve ($s)")
+  fi
 done
 if [ ${#failed[@]} -eq 0 ]; then status=0; fi
 exit "$status"
