@@ -5,24 +5,30 @@
 # built there; nothing of librdkafka is in this repository. Each test of the allow-list
 # (tests/librdkafka/allowlist) runs as its own test-runner process with a timeout, so a
 # hang costs only that test; the tests left out are in tests/librdkafka/excluded, each with
-# its reason. Prints a table (test, scenario, result, seconds); exits non-zero if an
-# allow-listed test did not pass.
+# its reason. Prints a table (test, scenario, result, seconds); exits non-zero unless every
+# test it ran passed.
 #
-#   ./scripts/librdkafka-suite.sh              the quick subset (the lines marked `quick`)
-#   ./scripts/librdkafka-suite.sh --all        the whole allow-list
-#   ./scripts/librdkafka-suite.sh NAME...      these tests (e.g. 0011_produce_batch), listed or not
+#   ./scripts/librdkafka-suite.sh             the quick subset (the lines marked quick)
+#   ./scripts/librdkafka-suite.sh --all       the whole allow-list
+#   ./scripts/librdkafka-suite.sh NAME...     these tests, listed or not: 0011_produce_batch,
+#                                             or NAME/SUB for the sub-tests whose names hold SUB
 #
-# env: WEIR (the binary; default target/debug/weir, built if absent), WEIR_LIBRDKAFKA_CACHE
-# (default /var/cache/weir-librdkafka), TEST_TIMEOUT (seconds per test unless the allow-list
-# says otherwise; default 300), RUNNER_ARGS (test-runner flags; default -Q, the quick mode
-# librdkafka's own broker runs use; -P adds enable.idempotence=true to every client),
-# TEST_KAFKA_VERSION (the broker version the tests assume; default 3.1.0), KEEP=1 keeps
-# the logs of a passing run. Needs root (apt-get) the first time.
+# env: WEIR (the binary; default target/debug/weir, built if absent); WEIR_LIBRDKAFKA_CACHE
+# (default /var/cache/weir-librdkafka as root, else ~/.cache/weir-librdkafka); TEST_TIMEOUT
+# (seconds per test where the allow-list gives none; default 300); RUNNER_ARGS (more
+# test-runner flags, e.g. -P: every client with enable.idempotence=true; not -Q, librdkafka's
+# quick mode, which skips most sub-tests); TEST_KAFKA_VERSION (the broker version the tests
+# assume; default 3.1.0); TEST_DEBUG (librdkafka debug contexts, e.g. cgrp,protocol); KEEP=1
+# keeps the logs of a passing run. The first run needs root or sudo, for apt-get.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 WEIR=${WEIR:-$root/target/debug/weir}
-cache=${WEIR_LIBRDKAFKA_CACHE:-/var/cache/weir-librdkafka}
+if [ "$(id -u)" = 0 ]; then
+  cache=${WEIR_LIBRDKAFKA_CACHE:-/var/cache/weir-librdkafka}
+else
+  cache=${WEIR_LIBRDKAFKA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/weir-librdkafka}
+fi
 allowlist=$root/tests/librdkafka/allowlist
 excluded=$root/tests/librdkafka/excluded
 default_timeout=${TEST_TIMEOUT:-300}
@@ -34,7 +40,7 @@ names=()
 for arg in "$@"; do
   case $arg in
     --all) mode=all ;;
-    -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     -*) echo "unknown option $arg (see --help)" >&2; exit 2 ;;
     *) mode=named; names+=("$arg") ;;
   esac
@@ -50,7 +56,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 ensure_deb_src() {
   local ours=/etc/apt/sources.list.d/weir-librdkafka-deb-src.sources
   if grep -rqsE '^(deb-src|Types:.*deb-src)' /etc/apt/sources.list /etc/apt/sources.list.d/ \
-    --exclude="$(basename "$ours")"; then
+    --exclude='weir-librdkafka-deb-src.*'; then
     return 0
   fi
   local want
@@ -93,16 +99,15 @@ fetch_source() {
   apt_install dpkg-dev
   ensure_deb_src
   step "apt-get source librdkafka into $cache"
-  as_root mkdir -p "$cache"
-  local tmp
-  tmp=$(as_root mktemp -d "$cache/.fetch.XXXXXX")
-  (cd "$tmp" && as_root apt-get source -qq librdkafka 2>&1 | grep -v 'unsandboxed as root' || true)
-  local dir
+  mkdir -p "$cache"
+  local tmp dir
+  tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
+  (cd "$tmp" && apt-get source -qq librdkafka 2>&1 | grep -v 'unsandboxed as root' || true)
   dir=$(find "$tmp" -mindepth 1 -maxdepth 1 -type d -name 'librdkafka-*' | head -1)
   [ -n "$dir" ] && [ -f "$dir/tests/test.c" ] || { echo "apt-get source librdkafka gave no tests/"; exit 1; }
-  as_root rm -rf "$cache/src"
-  as_root mv "$dir" "$cache/src"
-  as_root rm -rf "$tmp"
+  rm -rf "$cache/src"
+  mv "$dir" "$cache/src"
+  rm -rf "$tmp"
 }
 
 version() { sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' "$cache/src/debian/changelog"; }
@@ -120,9 +125,9 @@ build_runner() {
   apt_install $build_deps
   step "building librdkafka $(version) and its test runner"
   local t0=$SECONDS log=$cache/build.log
-  # One build at a time on a small machine (the same lock cargo takes here).
   # Built before with other settings: from scratch.
   [ ! -f "$src/Makefile.config" ] || (cd "$src" && make clean && make -C tests clean) >/dev/null 2>&1 || true
+  # One build at a time on a small machine (the lock cargo takes here too).
   if ! (cd "$src" && rm -f "$stamp" &&
     flock -o /tmp/weir-cargo.lock sh -c "nice -n 10 ./configure $configure_args &&
       nice -n 10 make -j2 libs && nice -n 10 make -C tests -j2 test-runner") >"$log" 2>&1; then
@@ -132,7 +137,6 @@ build_runner() {
   echo "built in $((SECONDS - t0)) s"
 }
 
-as_root true # fail early when neither root nor sudo
 fetch_source
 build_runner
 runner=$cache/src/tests/test-runner
