@@ -23,7 +23,9 @@ step "cargo test"
 cargo test --workspace --locked
 
 step "real Kafka clients against weir serve (tests/conformance)"
-cargo build --locked -p weir --quiet
+# The whole workspace, as `cargo test` built it: `-p weir` alone resolves other features
+# and builds a second copy of the dependencies.
+cargo build --workspace --locked --quiet
 ./scripts/conformance.sh
 
 step "crash consistency: kill -9 under load (tests/crash, short form)"
