@@ -3,6 +3,7 @@
 # - a Python virtualenv at .venv with scripts/requirements-test.txt (kafka-python and the
 #   codec packages as an independent implementation; confluent-kafka, aiokafka as clients);
 # - kcat (Debian's package, librdkafka 2.0.2);
+# - etcd (Debian's etcd-server, 3.4), which the cluster tests start on loopback ports;
 # - KafkaJS and its codec plugins under tests/conformance/node_modules.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,12 +18,14 @@ if ! cmp -s scripts/requirements-test.txt "$stamp" 2>/dev/null; then
   cp scripts/requirements-test.txt "$stamp"
 fi
 
-if ! command -v kcat >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && apt-get install -y -qq kcat >/dev/null
-  else
-    sudo apt-get update -qq && sudo apt-get install -y -qq kcat >/dev/null
-  fi
+debs=""
+command -v kcat >/dev/null 2>&1 || debs="$debs kcat"
+command -v etcd >/dev/null 2>&1 || debs="$debs etcd-server"
+if [ -n "$debs" ]; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  # shellcheck disable=SC2086
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq $debs >/dev/null
 fi
 
 if command -v npm >/dev/null 2>&1; then

@@ -28,7 +28,7 @@ use tracing::{debug, info, warn};
 
 use super::codes;
 use super::coordinator::{lock, GroupCoordinator};
-use super::metadata::{Group, GroupState, CONSUMER_PROTOCOL_TYPE};
+use super::metadata::{Group, GroupState, JoinOutcome, SyncOutcome, CONSUMER_PROTOCOL_TYPE};
 use super::records::{self, fits_string, GroupValue, OffsetValue, RecordKey};
 
 /// The operations a group resource supports (READ, DELETE, DESCRIBE), as the bit field
@@ -615,6 +615,42 @@ impl GroupCoordinator {
             }
         }
         info!(%topic, offsets = total, "removed offsets of a deleted topic");
+    }
+
+    /// Forgets every group of `__consumer_offsets` partition `partition`: this broker
+    /// stopped leading it, so another coordinates them now (Kafka's
+    /// `removeGroupsForPartition`). Parked JoinGroup and SyncGroup calls are answered
+    /// NOT_COORDINATOR, which sends their clients to look the coordinator up again. Nothing
+    /// is written: the groups' records stay in the partition for the next coordinator.
+    /// Returns how many groups were unloaded.
+    pub fn unload_partition(&self, partition: i32) -> usize {
+        let mut unloaded = 0;
+        for (group_id, group) in self.snapshot_groups() {
+            if self.partition_for(&group_id) != partition {
+                continue;
+            }
+            {
+                let mut g = lock(&group);
+                let ids: Vec<String> = g.members.keys().cloned().collect();
+                for id in ids {
+                    if let Some(mut m) = g.remove_member(&id) {
+                        m.answer_join(JoinOutcome::error("", codes::NOT_COORDINATOR));
+                        m.answer_sync(SyncOutcome::error(codes::NOT_COORDINATOR));
+                    }
+                }
+                g.transition_to(GroupState::Dead, self.now_ms());
+            }
+            self.forget_group(&group_id, &group);
+            unloaded += 1;
+        }
+        if unloaded > 0 {
+            info!(
+                partition,
+                groups = unloaded,
+                "unloaded the groups of an offsets partition this broker no longer leads"
+            );
+        }
+        unloaded
     }
 
     /// Kafka's `cleanupGroupMetadata` with `removeExpiredOffsets`: run every

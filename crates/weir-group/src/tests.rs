@@ -1853,3 +1853,40 @@ async fn many_concurrent_clients_converge_to_one_stable_generation() {
         c.await.unwrap();
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Moving coordinators.
+
+#[tokio::test(start_paused = true)]
+async fn unloading_a_partition_forgets_its_groups_and_sends_their_members_away() {
+    let h = start(GroupConfig::default());
+    // Two groups, in different offsets partitions.
+    let (a, b) = ("g-a", "g-b-1");
+    assert_ne!(h.coord.partition_for(a), h.coord.partition_for(b));
+    let a_join = form_group(&h.coord, &[Joiner::new(a, "c1")]).await;
+    form_group(&h.coord, &[Joiner::new(b, "c2")]).await;
+    let req = commit_request(
+        a,
+        a_join[0].generation_id,
+        a_join[0].member_id.as_str(),
+        &[("t", 0, 42, "")],
+    );
+    assert_eq!(
+        commit_errors(&h.coord.offset_commit(req, 8, &all_exist)),
+        vec![NONE]
+    );
+    // A member of `a` waiting in a rebalance is told NOT_COORDINATOR.
+    let parked = Joiner::new(a, "c3").spawn_join(&h.coord);
+    tokio::task::yield_now().await;
+    assert_eq!(h.coord.unload_partition(h.coord.partition_for(a)), 1);
+    assert_eq!(parked.await.unwrap().error_code, NOT_COORDINATOR);
+    assert_eq!(describe(&h.coord, a).group_state.as_str(), "Dead");
+    assert_eq!(describe(&h.coord, b).group_state.as_str(), "Stable");
+    // Its records are still in the store: the next coordinator loads them.
+    let next = start_with(GroupConfig::default(), Arc::new(MemStore::default()));
+    next.coord.load(h.store.replay());
+    assert_eq!(
+        fetch(&next.coord, a, None),
+        vec![("t".into(), 0, 42, 3, "".into())]
+    );
+}

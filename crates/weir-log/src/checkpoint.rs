@@ -139,52 +139,8 @@ pub fn write_properties(path: &Path, props: &BTreeMap<String, String>) -> io::Re
     write_atomically(path, s.as_bytes())
 }
 
-/// Kafka's textual topic id: the 16 bytes in URL-safe base64 without padding.
-pub fn uuid_to_base64(id: uuid::Uuid) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let bytes = id.as_bytes();
-    let mut out = String::with_capacity(22);
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | (*b as u32) << (16 - 8 * i));
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
-}
-
-/// Parses Kafka's textual topic id.
-pub fn uuid_from_base64(s: &str) -> Option<uuid::Uuid> {
-    let val = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'-' | b'+' => 62,
-            b'_' | b'/' => 63,
-            _ => return None,
-        } as u32)
-    };
-    let s = s.trim_end_matches('=').as_bytes();
-    if s.len() != 22 {
-        return None;
-    }
-    let mut bytes = Vec::with_capacity(16);
-    for chunk in s.chunks(4) {
-        let mut n = 0u32;
-        for (i, c) in chunk.iter().enumerate() {
-            n |= val(*c)? << (18 - 6 * i);
-        }
-        for i in 0..chunk.len() - 1 {
-            bytes.push((n >> (16 - 8 * i)) as u8);
-        }
-    }
-    uuid::Uuid::from_slice(&bytes).ok()
-}
+// Kafka's textual topic id is vocabulary every crate shares.
+pub use weir_kafka::topic::{uuid_from_base64, uuid_to_base64};
 
 /// `partition.metadata`: the topic id of the partition's topic.
 pub fn read_partition_metadata(path: &Path) -> io::Result<Option<uuid::Uuid>> {

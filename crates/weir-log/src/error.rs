@@ -57,6 +57,9 @@ pub enum LogError {
     /// The log directory is offline (a previous I/O error), or the log was closed/deleted.
     #[error("log is offline: {0}")]
     Offline(String),
+    /// Only the partition's leader appends, and another broker leads it.
+    #[error("{0}")]
+    NotLeader(String),
     /// The disk failed us.
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
@@ -80,6 +83,7 @@ impl LogError {
             LogError::OutOfOrderSequence(_) => ErrorCode::OutOfOrderSequenceNumber,
             LogError::InvalidProducerEpoch(_) => ErrorCode::InvalidProducerEpoch,
             LogError::Offline(_) | LogError::Io(_) => ErrorCode::KafkaStorageError,
+            LogError::NotLeader(_) => ErrorCode::NotLeaderOrFollower,
             LogError::UnknownProducerId(_) => ErrorCode::UnknownProducerId,
             LogError::UnsupportedCompression(_) => ErrorCode::UnsupportedCompressionType,
             LogError::InvalidRecord(_) => ErrorCode::InvalidRecord,

@@ -613,6 +613,17 @@ impl PartitionLog {
         })
     }
 
+    /// This replica becomes its partition's leader at `epoch`: the epoch starts at the log
+    /// end (Kafka's `makeLeader`), recorded in `leader-epoch-checkpoint` at once, so that
+    /// OffsetForLeaderEpoch can answer for it before anything is appended. An epoch
+    /// already known changes nothing.
+    pub fn assign_leader_epoch(&mut self, epoch: i32) -> Result<()> {
+        if self.epochs.assign(epoch, self.log_end_offset) {
+            self.epochs.flush()?;
+        }
+        Ok(())
+    }
+
     /// Appends entries whose offsets are already assigned (the compaction copy, tests of
     /// recovery). They must start at or after the log end offset.
     pub fn append_raw(&mut self, records: &[u8], now_ms: i64) -> Result<()> {

@@ -1,0 +1,473 @@
+//! The controller's decisions, as Kafka's controller makes them, over one metadata image:
+//! which partitions need a new leadership and what it is. Pure: the session applies each
+//! decision with a compare-and-set guarded by the controller's own key, so a deposed
+//! controller's writes fail, and a decision made from a stale image fails too (its
+//! partition's state moved meanwhile) and is made again from the newer one.
+//!
+//! The rules (Kafka's `PartitionStateMachine` and `ReplicaStateMachine`):
+//! - A new partition is led by its first assigned replica that may lead (live, not shutting
+//!   down); every such replica is in its ISR. With none, it waits.
+//! - A partition whose leader died is led by the first assigned replica in the ISR that
+//!   may lead; dead brokers leave the ISR, but the ISR never empties: its last member stays,
+//!   with no leader, so that only it can lead again (unclean election off). With
+//!   `unclean.leader.election.enable`, any live replica may lead, with an ISR of itself.
+//! - A leader shutting down hands over to another ISR member; with none it keeps leading
+//!   until it is gone.
+//! - A preferred election makes the first assigned replica the leader again, if it may lead
+//!   and is in the ISR.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::image::{MetadataImage, TopicImage};
+use crate::records::{LeaderAndIsr, PartitionName, NO_LEADER};
+
+/// Why the controller changes a partition's leadership (for the log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Why {
+    /// A new partition gets its first leader.
+    New,
+    /// Its leader is gone: another ISR member leads, or none.
+    LeaderGone,
+    /// It had no leader and an ISR member is back.
+    LeaderBack,
+    /// Its leader is shutting down and hands over.
+    ShuttingDown,
+    /// Dead or departing followers leave the ISR.
+    FollowersGone,
+    /// The preferred replica leads again.
+    Preferred,
+    /// Its leader restarted (a new incarnation registered): leadership starts again at a
+    /// new epoch, so nothing of the old process's leadership carries over.
+    Restarted,
+    /// No ISR member can lead and the topic allows an unclean election.
+    Unclean,
+}
+
+/// One decision: the new state of one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateChange {
+    pub topic: String,
+    pub partition: i32,
+    /// The topic incarnation it is for (its key's create revision): a change meant for a
+    /// deleted topic must not land on a new one of the same name.
+    pub topic_create_revision: i64,
+    /// The mod revision of the state it replaces, `None` if the partition has none yet.
+    pub replaces: Option<i64>,
+    pub state: LeaderAndIsr,
+    pub why: Why,
+}
+
+/// What the controller is asked to do beyond keeping every partition led.
+#[derive(Debug, Clone, Default)]
+pub struct Asks {
+    /// Partitions whose preferred replica should lead again (ElectLeaders, or the
+    /// automatic rebalance).
+    pub preferred: BTreeSet<PartitionName>,
+    /// `unclean.leader.election.enable` for topics that do not set it.
+    pub unclean_default: bool,
+    /// Brokers that restarted since the controller last looked (Kafka's "bounced"
+    /// brokers): what they led is elected again.
+    pub bounced: BTreeSet<i32>,
+}
+
+/// Every change the image needs.
+pub fn plan(image: &MetadataImage, asks: &Asks) -> Vec<StateChange> {
+    let mut out = Vec::new();
+    for t in image.topics.values() {
+        let unclean = image
+            .topic_configs
+            .get(&t.name)
+            .and_then(|c| c.value.get("unclean.leader.election.enable").cloned())
+            .map_or(asks.unclean_default, |v| v.eq_ignore_ascii_case("true"));
+        for (p, replicas) in t.assignment.iter().enumerate() {
+            let p = p as i32;
+            let preferred = asks.preferred.contains(&PartitionName {
+                topic: t.name.clone(),
+                partition: p,
+            });
+            let bounced = t.state(p).is_some_and(|s| asks.bounced.contains(&s.leader));
+            if let Some((state, why)) = decide(image, t, p, replicas, preferred, unclean, bounced) {
+                out.push(StateChange {
+                    topic: t.name.clone(),
+                    partition: p,
+                    topic_create_revision: t.create_revision,
+                    replaces: t.states.get(&p).map(|s| s.mod_revision),
+                    state,
+                    why,
+                });
+            }
+        }
+    }
+    out
+}
+
+fn decide(
+    image: &MetadataImage,
+    t: &TopicImage,
+    p: i32,
+    replicas: &[i32],
+    preferred: bool,
+    unclean: bool,
+    bounced: bool,
+) -> Option<(LeaderAndIsr, Why)> {
+    let may_lead = |b: i32| image.may_lead(b);
+    let Some(s) = t.state(p) else {
+        let live: Vec<i32> = replicas.iter().copied().filter(|b| may_lead(*b)).collect();
+        let leader = *live.first()?;
+        return Some((LeaderAndIsr::initial(leader, live), Why::New));
+    };
+    // The ISR without dead or departing brokers; never empty while it had a member.
+    let kept: Vec<i32> = s.isr.iter().copied().filter(|b| may_lead(*b)).collect();
+    let leader_live = s.leader != NO_LEADER && image.is_live(s.leader);
+    if s.leader != NO_LEADER && leader_live && may_lead(s.leader) {
+        // A healthy leader. Followers that died or are leaving drop out of the ISR.
+        let mut isr = kept;
+        if !isr.contains(&s.leader) {
+            isr.insert(0, s.leader);
+        }
+        if preferred {
+            let want = *replicas.first()?;
+            if want != s.leader && may_lead(want) && s.isr.contains(&want) {
+                return Some((s.with_leader(want, isr), Why::Preferred));
+            }
+        }
+        if bounced {
+            // The same preference as for a dead leader, which may pick the restarted
+            // broker again: either way at a new epoch.
+            let next = replicas
+                .iter()
+                .copied()
+                .find(|b| isr.contains(b) && may_lead(*b))
+                .unwrap_or(s.leader);
+            return Some((s.with_leader(next, isr), Why::Restarted));
+        }
+        if isr != s.isr {
+            return Some((s.with_isr(isr), Why::FollowersGone));
+        }
+        return None;
+    }
+    // No leader, or one that is gone or leaving: the first ISR member in preference order
+    // that may lead takes over.
+    let next = replicas
+        .iter()
+        .copied()
+        .find(|b| *b != s.leader && s.isr.contains(b) && may_lead(*b));
+    if let Some(next) = next {
+        let why = if s.leader == NO_LEADER {
+            Why::LeaderBack
+        } else if leader_live {
+            Why::ShuttingDown
+        } else {
+            Why::LeaderGone
+        };
+        return Some((s.with_leader(next, kept), why));
+    }
+    if leader_live {
+        // Shutting down with no one to hand over to: it leads until it is gone.
+        return None;
+    }
+    if unclean {
+        if let Some(any) = replicas.iter().copied().find(|b| may_lead(*b)) {
+            return Some((s.with_leader(any, vec![any]), Why::Unclean));
+        }
+    }
+    if s.leader == NO_LEADER {
+        return None; // already waiting for an ISR member
+    }
+    // The leader died and no one can take over: no leader, and the ISR keeps its last
+    // member so that only a replica with every committed record leads again.
+    let isr = if kept.is_empty() {
+        vec![s.leader]
+    } else {
+        kept
+    };
+    Some((s.with_leader(NO_LEADER, isr), Why::LeaderGone))
+}
+
+/// The partitions whose preferred replica should lead again because its broker leads too
+/// few of the partitions it prefers (Kafka's `leader.imbalance.per.broker.percentage`).
+pub fn imbalanced(image: &MetadataImage, percentage: u32) -> BTreeSet<PartitionName> {
+    // broker → (partitions it prefers, those it does not lead)
+    let mut per: BTreeMap<i32, Vec<(PartitionName, bool)>> = BTreeMap::new();
+    for t in image.topics.values() {
+        for (p, replicas) in t.assignment.iter().enumerate() {
+            let Some(&want) = replicas.first() else {
+                continue;
+            };
+            let led = t.state(p as i32).is_some_and(|s| s.leader == want);
+            per.entry(want).or_default().push((
+                PartitionName {
+                    topic: t.name.clone(),
+                    partition: p as i32,
+                },
+                led,
+            ));
+        }
+    }
+    let mut out = BTreeSet::new();
+    for (broker, parts) in per {
+        if !image.may_lead(broker) {
+            continue;
+        }
+        let not_led = parts.iter().filter(|(_, led)| !led).count();
+        if not_led * 100 > parts.len() * percentage as usize {
+            out.extend(
+                parts
+                    .into_iter()
+                    .filter(|(_, led)| !led)
+                    .map(|(name, _)| name),
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Kv;
+    use crate::keys::Keys;
+    use crate::records::{
+        encode, BrokerRegistration, ConfigRecord, Endpoint, PartitionStateRecord, TopicRecord,
+    };
+
+    struct World {
+        keys: Keys,
+        image: MetadataImage,
+        rev: i64,
+    }
+
+    impl World {
+        fn new() -> World {
+            let keys = Keys::new("");
+            World {
+                image: MetadataImage::from_kvs(&keys, 0, []),
+                keys,
+                rev: 0,
+            }
+        }
+
+        fn put(&mut self, key: String, value: Vec<u8>) {
+            self.rev += 1;
+            let create = self.rev;
+            let kv = Kv {
+                key,
+                value: value.into(),
+                create_revision: create,
+                mod_revision: self.rev,
+                lease: 0,
+            };
+            self.image
+                .apply(&self.keys, self.rev, [crate::image::Event::Put(kv)]);
+        }
+
+        fn broker(&mut self, id: i32, shutting_down: bool) {
+            self.put(
+                self.keys.broker(id),
+                encode(&BrokerRegistration {
+                    version: 1,
+                    id,
+                    endpoints: vec![Endpoint {
+                        listener: "PLAINTEXT".into(),
+                        security_protocol: "PLAINTEXT".into(),
+                        host: "h".into(),
+                        port: 1,
+                    }],
+                    rack: None,
+                    incarnation: "i".into(),
+                    timestamp: 0,
+                    partition_capacity: 1000,
+                    shutting_down,
+                }),
+            );
+        }
+
+        fn dies(&mut self, id: i32) {
+            self.rev += 1;
+            self.image.apply(
+                &self.keys,
+                self.rev,
+                [crate::image::Event::Delete {
+                    key: self.keys.broker(id),
+                    mod_revision: self.rev,
+                }],
+            );
+        }
+
+        fn topic(&mut self, name: &str, assignment: Vec<Vec<i32>>) {
+            self.put(
+                self.keys.topic(name),
+                encode(&TopicRecord {
+                    version: 1,
+                    topic_id: weir_kafka::topic::uuid_to_base64(uuid::Uuid::new_v4()),
+                    partitions: assignment,
+                }),
+            );
+        }
+
+        /// Plans, applies every change as the session would, and returns them.
+        fn step(&mut self, asks: &Asks) -> Vec<StateChange> {
+            let changes = plan(&self.image, asks);
+            for c in &changes {
+                let t = self.image.topic(&c.topic).unwrap();
+                assert_eq!(
+                    t.states.get(&c.partition).map(|s| s.mod_revision),
+                    c.replaces
+                );
+                self.put(
+                    self.keys.partition_state(&c.topic, c.partition),
+                    encode(&PartitionStateRecord {
+                        version: 1,
+                        controller_epoch: 1,
+                        state: c.state.clone(),
+                    }),
+                );
+            }
+            changes
+        }
+
+        fn state(&self, topic: &str, p: i32) -> LeaderAndIsr {
+            self.image.topic(topic).unwrap().state(p).unwrap().clone()
+        }
+    }
+
+    #[test]
+    fn a_new_partition_is_led_by_its_first_live_replica() {
+        let mut w = World::new();
+        w.broker(1, false);
+        w.broker(2, false);
+        w.topic("t", vec![vec![3, 2, 1], vec![3]]);
+        let c = w.step(&Asks::default());
+        assert_eq!(
+            c.len(),
+            1,
+            "partition 1's only replica is not live: it waits"
+        );
+        assert_eq!(w.state("t", 0), LeaderAndIsr::initial(2, vec![2, 1]));
+        assert!(w.step(&Asks::default()).is_empty(), "nothing more to do");
+        w.broker(3, false);
+        w.step(&Asks::default());
+        assert_eq!(w.state("t", 1), LeaderAndIsr::initial(3, vec![3]));
+    }
+
+    #[test]
+    fn a_dead_leader_hands_over_within_the_isr_or_leaves_its_last_member() {
+        let mut w = World::new();
+        for b in [1, 2, 3] {
+            w.broker(b, false);
+        }
+        w.topic("t", vec![vec![1, 2, 3], vec![2]]);
+        w.step(&Asks::default());
+        w.dies(1);
+        w.dies(2);
+        let c = w.step(&Asks::default());
+        assert!(c.iter().all(|c| c.why == Why::LeaderGone), "{c:?}");
+        let s = w.state("t", 0);
+        assert_eq!((s.leader, s.leader_epoch, s.isr.clone()), (3, 1, vec![3]));
+        let s = w.state("t", 1);
+        assert_eq!((s.leader, s.leader_epoch, s.isr.clone()), (-1, 1, vec![2]));
+        // Broker 3 cannot lead partition 1: it was never in its ISR.
+        assert!(w.step(&Asks::default()).is_empty());
+        w.broker(2, false);
+        let c = w.step(&Asks::default());
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].why, Why::LeaderBack);
+        let s = w.state("t", 1);
+        assert_eq!((s.leader, s.leader_epoch, s.isr.clone()), (2, 2, vec![2]));
+    }
+
+    #[test]
+    fn an_unclean_election_only_where_the_topic_allows_it() {
+        let mut w = World::new();
+        w.broker(1, false);
+        w.broker(2, false);
+        w.topic("t", vec![vec![1, 2]]);
+        w.step(&Asks::default());
+        // Broker 2 falls out of the ISR (as a lagging follower would), then 1 dies.
+        let s = w.state("t", 0).with_isr(vec![1]);
+        w.put(
+            w.keys.partition_state("t", 0),
+            encode(&PartitionStateRecord {
+                version: 1,
+                controller_epoch: 1,
+                state: s,
+            }),
+        );
+        w.dies(1);
+        w.step(&Asks::default());
+        assert_eq!(w.state("t", 0).leader, -1);
+        w.put(
+            w.keys.topic_config("t"),
+            encode(&ConfigRecord {
+                version: 1,
+                config: [("unclean.leader.election.enable".into(), "true".into())].into(),
+            }),
+        );
+        let c = w.step(&Asks::default());
+        assert_eq!(c[0].why, Why::Unclean);
+        assert_eq!(w.state("t", 0).isr, vec![2]);
+    }
+
+    #[test]
+    fn a_leader_shutting_down_hands_over_or_keeps_leading() {
+        let mut w = World::new();
+        w.broker(1, false);
+        w.broker(2, false);
+        w.topic("t", vec![vec![1, 2], vec![1]]);
+        w.step(&Asks::default());
+        w.broker(1, true);
+        let c = w.step(&Asks::default());
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(c[0].why, Why::ShuttingDown);
+        assert_eq!(w.state("t", 0).leader, 2);
+        assert_eq!(w.state("t", 0).isr, vec![2]);
+        assert_eq!(w.state("t", 1).leader, 1, "no one to hand partition 1 to");
+    }
+
+    #[test]
+    fn a_restarted_leader_leads_again_at_a_new_epoch() {
+        let mut w = World::new();
+        w.broker(1, false);
+        w.topic("t", vec![vec![1]]);
+        w.step(&Asks::default());
+        let c = w.step(&Asks {
+            bounced: [1].into(),
+            ..Default::default()
+        });
+        assert_eq!(c[0].why, Why::Restarted);
+        let s = w.state("t", 0);
+        assert_eq!((s.leader, s.leader_epoch), (1, 1));
+    }
+
+    #[test]
+    fn the_preferred_replica_leads_again_when_asked_or_when_imbalanced() {
+        let mut w = World::new();
+        w.broker(1, false);
+        w.broker(2, false);
+        w.topic("t", vec![vec![1, 2]]);
+        w.step(&Asks::default());
+        w.dies(1);
+        w.step(&Asks::default());
+        w.broker(1, false);
+        // Back in the ISR (as a follower catching up would be).
+        let s = w.state("t", 0).with_isr(vec![2, 1]);
+        w.put(
+            w.keys.partition_state("t", 0),
+            encode(&PartitionStateRecord {
+                version: 1,
+                controller_epoch: 1,
+                state: s,
+            }),
+        );
+        assert!(w.step(&Asks::default()).is_empty());
+        let wanted = imbalanced(&w.image, 10);
+        assert_eq!(wanted.len(), 1);
+        let c = w.step(&Asks {
+            preferred: wanted,
+            ..Default::default()
+        });
+        assert_eq!(c[0].why, Why::Preferred);
+        assert_eq!(w.state("t", 0).leader, 1);
+        assert!(imbalanced(&w.image, 10).is_empty());
+    }
+}
