@@ -28,6 +28,9 @@ step "real Kafka clients against weir serve (tests/conformance)"
 cargo build --workspace --locked --quiet
 ./scripts/conformance.sh
 
+step "a cluster of three brokers on etcd, with real clients (tests/cluster)"
+./scripts/cluster-suite.sh
+
 step "crash consistency: kill -9 under load (tests/crash, short form)"
 ./scripts/crash-suite.sh
 

@@ -21,9 +21,9 @@ use crate::descriptors::{self, Budget, MAPPINGS_PER_PARTITION};
 use crate::dynamic_config::{DynamicConfigs, Scope};
 use crate::memory::RequestMemory;
 use crate::mutation_quota::MutationQuota;
-use crate::partition::Partition;
+use crate::partition::{Partition, Role};
 use crate::request::RequestContext;
-use crate::topics::{self, Change, StoredTopic, Topic, TopicStore};
+use crate::topics::{self, Change, PartitionView, StoredTopic, Topic, TopicStore};
 use weir_group::{GroupCoordinator, GroupStore};
 use weir_security::acl::Authorizer;
 
@@ -44,8 +44,11 @@ pub struct Broker {
     /// The topics served. Its lock is held only to read, or to put in or take out a
     /// topic already made: never while files are made or synced.
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
-    /// Serialises changes to the set of topics, and holds what they need.
-    topic_changes: Mutex<Changes>,
+    /// One broker: serialises changes to the set of topics, and holds what they need (in
+    /// a cluster the metadata in etcd does, and this is `None`).
+    topic_changes: Option<Mutex<Changes>>,
+    /// A member of a cluster (`etcd.connect`): its session and what it applied.
+    pub cluster: Option<crate::cluster::Membership>,
     /// The file descriptors: what connections may hold, and what the logs may.
     pub descriptors: Budget,
     /// Kafka's controller mutation quota (KIP-599): partitions created and deleted, per
@@ -92,12 +95,51 @@ fn normalized(name: &str) -> String {
     name.replace('.', "_")
 }
 
+/// Why this broker does not serve a partition's leader's requests: the Kafka error, what
+/// to say, and the leader (id, epoch) where one is known.
+#[derive(Debug, Clone)]
+pub struct NotLeader {
+    pub code: i16,
+    pub message: String,
+    pub leader: Option<(i32, i32)>,
+}
+
 /// A topic to create.
 #[derive(Debug, Clone)]
 pub struct NewTopic {
     pub name: String,
     pub partitions: i32,
     pub overrides: BTreeMap<String, String>,
+    /// Replicas per partition (one broker: always 1).
+    pub replication_factor: usize,
+    /// Each partition's replicas, when the request assigns them.
+    pub assignment: Option<Vec<Vec<i32>>>,
+}
+
+impl NewTopic {
+    /// `partitions` partitions of one replica each, wherever they go.
+    pub fn new(
+        name: impl Into<String>,
+        partitions: i32,
+        overrides: BTreeMap<String, String>,
+    ) -> Self {
+        NewTopic {
+            name: name.into(),
+            partitions,
+            overrides,
+            replication_factor: 1,
+            assignment: None,
+        }
+    }
+}
+
+/// A broker as clients are told of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    pub id: i32,
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
 }
 
 /// POLICY_VIOLATION when the partitions one request asks for, together, are more than
@@ -142,10 +184,11 @@ impl GroupStore for OffsetsTopicStore {
             .and_then(|w| w.upgrade())
             .ok_or(E::CoordinatorNotAvailable.code())?;
         let topic = broker.ensure_offsets_topic().map_err(|e| e.code)?;
+        // Only the partition's leader writes; elsewhere the group has moved on.
         let p = topic
-            .partitions
-            .get(partition as usize)
-            .ok_or(E::CoordinatorNotAvailable.code())?;
+            .partition(partition)
+            .and_then(|v| v.replica.clone())
+            .ok_or(E::NotCoordinator.code())?;
         let mut b = BatchBuilder::new(Compression::None, 0, usize::MAX);
         for (k, v) in &records {
             b.append(now_ms, Some(k), v.as_deref(), &[])
@@ -169,9 +212,16 @@ impl Broker {
         for d in &config.log_dirs {
             std::fs::create_dir_all(d).map_err(|e| format!("creating {}: {e}", d.display()))?;
         }
+        let cluster = match config.cluster.clone() {
+            Some(settings) => Some(crate::cluster::join(&mut config, &settings)?),
+            None => None,
+        };
         // The log defaults every topic starts from are server.properties' under the
         // dynamic broker configs.
-        let dynamic = DynamicConfigs::load(&config.log_dirs[0], &config.properties)?;
+        let dynamic = match &cluster {
+            None => DynamicConfigs::load(&config.log_dirs[0], &config.properties)?,
+            Some(m) => m.dynamic_configs(&config.properties)?,
+        };
         config.log_defaults = dynamic.log_defaults();
         config.log_manager.default_config = config.log_defaults.clone();
         let budget = Budget::of_process(config.max_connections, config.log_dirs.len());
@@ -186,7 +236,12 @@ impl Broker {
             config.log_manager.max_open_segment_files,
             budget.partitions()
         );
-        let loaded = topics::load(&config.log_dirs)?;
+        let loaded = match &cluster {
+            None => topics::load(&config.log_dirs)?,
+            // The cluster's metadata is in etcd; `join` refused data directories with
+            // topics files.
+            Some(_) => topics::Loaded::default(),
+        };
         // What a crash left of a creation it interrupted, or of a deletion.
         for path in topics::remove_leftovers(&config.log_dirs, &loaded.leftovers)? {
             tracing::info!(
@@ -202,6 +257,9 @@ impl Broker {
                 .with_overrides(t.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
                 .map_err(|e| format!("topic {name}: {e}"))?;
             topic_configs.insert(name.clone(), Arc::new(cfg));
+        }
+        if let Some(m) = &cluster {
+            topic_configs = m.topic_configs(&config.log_defaults);
         }
         let offsets_config = Arc::new(offsets_topic_config(&config));
         topic_configs
@@ -220,7 +278,12 @@ impl Broker {
         let logs = Arc::new(logs);
 
         // Partition directories the file does not know of (a Kafka data dir, or a crash).
-        let on_disk = logs.logs();
+        // In a cluster the metadata in etcd says which there are (see `cluster::start`).
+        let on_disk = if cluster.is_some() {
+            Vec::new()
+        } else {
+            logs.logs()
+        };
         for (name, (id, n)) in topics::discover(&on_disk) {
             let e = stored.entry(name).or_insert_with(|| StoredTopic {
                 id: weir_log::checkpoint::uuid_to_base64(id),
@@ -239,9 +302,12 @@ impl Broker {
             let mut partitions = Vec::new();
             for p in 0..s.partitions {
                 let tp = TopicPartition::new(name.clone(), p);
-                let partition =
-                    Partition::open(&logs, tp, id, cfg.clone()).map_err(|e| e.to_string())?;
-                partitions.push(Arc::new(partition));
+                let partition = Partition::open(&logs, tp, id, cfg.clone(), Role::SINGLE_NODE)
+                    .map_err(|e| e.to_string())?;
+                partitions.push(PartitionView::single_node(
+                    config.node_id,
+                    Arc::new(partition),
+                ));
             }
             topic_map.insert(
                 name.clone(),
@@ -254,16 +320,18 @@ impl Broker {
                 }),
             );
         }
-        let store = TopicStore::open(&config.log_dirs, &stored)
-            .map_err(|e| format!("saving topics: {e}"))?;
         let held: usize = topic_map.values().map(|t| t.partitions.len()).sum();
-        let changes = Changes {
-            store,
-            held,
-            normalized: topic_map
-                .keys()
-                .map(|n| (normalized(n), n.clone()))
-                .collect(),
+        let changes = match &cluster {
+            Some(_) => None,
+            None => Some(Mutex::new(Changes {
+                store: TopicStore::open(&config.log_dirs, &stored)
+                    .map_err(|e| format!("saving topics: {e}"))?,
+                held,
+                normalized: topic_map
+                    .keys()
+                    .map(|n| (normalized(n), n.clone()))
+                    .collect(),
+            })),
         };
         let capacity = config.max_broker_partitions.min(budget.partitions());
         if held > capacity {
@@ -278,17 +346,64 @@ impl Broker {
             broker: std::sync::OnceLock::new(),
         });
         let groups = GroupCoordinator::new(config.group.clone(), offsets_store.clone());
-        let producer_ids = reserve_producer_ids(&config.log_dirs[0], 0)?;
-        let users = weir_security::sasl::Users::load(&config.log_dirs[0])?;
-        let authorizer = match &config.authorizer {
-            Some(a) => Some(Authorizer::load(
-                &config.log_dirs[0],
-                a.super_users.clone(),
-                a.allow_everyone_if_no_acl_found,
-            )?),
-            None => None,
+        let producer_ids = match &cluster {
+            None => reserve_producer_ids(&config.log_dirs[0], 0)?,
+            // Handed out in blocks from etcd, on first use.
+            Some(_) => ProducerIds {
+                next: 0,
+                block_end: 0,
+            },
         };
-        let quotas = weir_security::quota::Quotas::load(&config.log_dirs[0], config.quota_windows)?;
+        let (users, authorizer, quotas) = match &cluster {
+            None => (
+                weir_security::sasl::Users::load(&config.log_dirs[0])?,
+                match &config.authorizer {
+                    Some(a) => Some(Authorizer::load(
+                        &config.log_dirs[0],
+                        a.super_users.clone(),
+                        a.allow_everyone_if_no_acl_found,
+                    )?),
+                    None => None,
+                },
+                weir_security::quota::Quotas::load(&config.log_dirs[0], config.quota_windows)?,
+            ),
+            Some(m) => {
+                let doc = |d| m.document(d);
+                fn current(d: &Option<(Vec<u8>, i64)>) -> Option<(&[u8], i64)> {
+                    d.as_ref().map(|(b, r)| (b.as_slice(), *r))
+                }
+                let (u, a, q) = (
+                    doc(weir_cluster::Document::Users),
+                    doc(weir_cluster::Document::Acls),
+                    doc(weir_cluster::Document::Quotas),
+                );
+                (
+                    weir_security::sasl::Users::from_document(
+                        m.store(weir_cluster::Document::Users),
+                        current(&u),
+                    )
+                    .map_err(|e| format!("SCRAM users in etcd: {e}"))?,
+                    match &config.authorizer {
+                        Some(cfg) => Some(
+                            Authorizer::from_document(
+                                m.store(weir_cluster::Document::Acls),
+                                current(&a),
+                                cfg.super_users.clone(),
+                                cfg.allow_everyone_if_no_acl_found,
+                            )
+                            .map_err(|e| format!("ACLs in etcd: {e}"))?,
+                        ),
+                        None => None,
+                    },
+                    weir_security::quota::Quotas::from_document(
+                        m.store(weir_cluster::Document::Quotas),
+                        current(&q),
+                        config.quota_windows,
+                    )
+                    .map_err(|e| format!("client quotas in etcd: {e}"))?,
+                )
+            }
+        };
         let (shutdown, _) = watch::channel(false);
         let request_memory = RequestMemory::new(config.queued_max_request_bytes);
         let mutations = MutationQuota::new(
@@ -299,7 +414,8 @@ impl Broker {
             config,
             logs,
             topics: RwLock::new(topic_map),
-            topic_changes: Mutex::new(changes),
+            topic_changes: changes,
+            cluster,
             descriptors: budget,
             mutations,
             groups,
@@ -315,7 +431,11 @@ impl Broker {
             ),
         });
         let _ = offsets_store.broker.set(Arc::downgrade(&broker));
-        broker.load_groups()?;
+        if broker.cluster.is_some() {
+            crate::cluster::start(&broker)?;
+        } else {
+            broker.load_groups()?;
+        }
         broker.logs.start();
         tokio::spawn(broker.groups.clone().run(broker.shutdown.subscribe()));
         tokio::spawn(producer_expiry(broker.clone()));
@@ -374,8 +494,19 @@ impl Broker {
         let Some(topic) = self.topic(OFFSETS_TOPIC) else {
             return Ok(());
         };
+        let mut n = 0;
+        for p in topic.replicas() {
+            n += self.load_offsets_partition(p)?;
+        }
+        tracing::info!(records = n, "consumer groups loaded from {OFFSETS_TOPIC}");
+        Ok(())
+    }
+
+    /// Replays one partition of `__consumer_offsets` into the group coordinator; returns
+    /// how many records it held.
+    pub(crate) fn load_offsets_partition(&self, p: &Partition) -> Result<usize, String> {
         let mut records = Vec::new();
-        for p in &topic.partitions {
+        {
             let log = p.lock_log().map_err(|e| e.to_string())?;
             let mut offset = log.log_start_offset();
             while offset < log.log_end_offset() {
@@ -411,12 +542,122 @@ impl Broker {
         }
         let n = records.len();
         self.groups.load(records);
-        tracing::info!(records = n, "consumer groups loaded from {OFFSETS_TOPIC}");
-        Ok(())
+        Ok(n)
     }
 
     pub fn cluster_id(&self) -> &str {
         self.logs.cluster_id()
+    }
+
+    /// This broker, as clients of `listener` reach it.
+    pub fn this_node(&self, listener: &str) -> NodeInfo {
+        let adv = self.config.advertised(listener);
+        NodeInfo {
+            id: self.config.node_id,
+            host: adv.host.clone(),
+            port: adv.port,
+            rack: self.config.rack.clone(),
+        }
+    }
+
+    /// The brokers clients of `listener` are told of: in a cluster every live one that has
+    /// that listener, else this one.
+    pub fn live_brokers(&self, listener: &str) -> Vec<NodeInfo> {
+        let Some(m) = &self.cluster else {
+            return vec![self.this_node(listener)];
+        };
+        m.image()
+            .brokers
+            .values()
+            .filter_map(|b| {
+                let e = b.value.endpoint(listener)?;
+                Some(NodeInfo {
+                    id: b.value.id,
+                    host: e.host.clone(),
+                    port: e.port,
+                    rack: b.value.rack.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Whether broker `id` is live (one broker: only itself).
+    pub fn is_live(&self, id: i32) -> bool {
+        match &self.cluster {
+            Some(m) => m.image().is_live(id),
+            None => id == self.config.node_id,
+        }
+    }
+
+    /// The controller's id, -1 while there is none (one broker: itself).
+    pub fn controller_id(&self) -> i32 {
+        match &self.cluster {
+            Some(m) => m.image().controller_id().unwrap_or(-1),
+            None => self.config.node_id,
+        }
+    }
+
+    /// The coordinator of `group`: the leader of its `__consumer_offsets` partition, as
+    /// clients of `listener` reach it; or the error FindCoordinator answers.
+    pub fn group_coordinator_node(
+        &self,
+        group: &str,
+        listener: &str,
+    ) -> Result<NodeInfo, (i16, String)> {
+        let Some(m) = &self.cluster else {
+            return Ok(self.this_node(listener));
+        };
+        let p = self.groups.partition_for(group);
+        let leader = self
+            .topic(OFFSETS_TOPIC)
+            .and_then(|t| t.partition(p).and_then(|v| v.leader()));
+        let not_yet = |why: String| (E::CoordinatorNotAvailable.code(), why);
+        let Some(leader) = leader else {
+            return Err(not_yet(format!(
+                "{OFFSETS_TOPIC}-{p} has no leader at the moment"
+            )));
+        };
+        let image = m.image();
+        let b = image.broker(leader).ok_or_else(|| {
+            not_yet(format!(
+                "broker {leader}, which leads {OFFSETS_TOPIC}-{p}, is not live"
+            ))
+        })?;
+        let e = b.endpoint(listener).ok_or_else(|| {
+            not_yet(format!(
+                "broker {leader}, which leads {OFFSETS_TOPIC}-{p}, has no listener {listener}"
+            ))
+        })?;
+        Ok(NodeInfo {
+            id: leader,
+            host: e.host.clone(),
+            port: e.port,
+            rack: b.rack.clone(),
+        })
+    }
+
+    /// Whether this broker coordinates `group`: `Ok`, or the error its requests get
+    /// (NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS while it loads the group's
+    /// partition). One broker coordinates every group.
+    pub fn coordinates(&self, group: &str) -> Result<(), i16> {
+        match &self.cluster {
+            Some(m) => m.coordinates(self.groups.partition_for(group)),
+            None => Ok(()),
+        }
+    }
+
+    /// Puts `next` in the topics served (each replacing its namesake) and takes out
+    /// `removed`: how a cluster member applies the metadata.
+    pub(crate) fn replace_topics(&self, next: Vec<Arc<Topic>>, removed: &[Arc<Topic>]) {
+        let mut map = self.topics.write().unwrap_or_else(|e| e.into_inner());
+        for t in removed {
+            if map.get(&t.name).is_some_and(|have| Arc::ptr_eq(have, t)) {
+                map.remove(&t.name);
+            }
+        }
+        for t in next {
+            map.insert(t.name.clone(), t);
+        }
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
@@ -439,11 +680,48 @@ impl Broker {
             .unwrap_or_default()
     }
 
+    /// This broker's replica of a partition, if it holds one.
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
-        let t = self.topic(topic)?;
-        usize::try_from(partition)
-            .ok()
-            .and_then(|p| t.partitions.get(p).cloned())
+        self.topic(topic)?.partition(partition)?.replica.clone()
+    }
+
+    /// Whether the partition exists, wherever its replicas are.
+    pub fn partition_exists(&self, topic: &str, partition: i32) -> bool {
+        self.topic(topic)
+            .is_some_and(|t| t.partition(partition).is_some())
+    }
+
+    /// The replica this broker leads, for what only a partition's leader serves
+    /// (produce, consumer fetches, offsets): UNKNOWN_TOPIC_OR_PARTITION for a partition
+    /// that does not exist, NOT_LEADER_OR_FOLLOWER (naming the leader, where there is one)
+    /// for one another broker leads or none does.
+    pub fn leader_replica(
+        &self,
+        topic: &Topic,
+        partition: i32,
+    ) -> Result<Arc<Partition>, NotLeader> {
+        let Some(view) = topic.partition(partition) else {
+            return Err(NotLeader {
+                code: E::UnknownTopicOrPartition.code(),
+                message: format!("topic '{}' has no partition {partition}", topic.name),
+                leader: None,
+            });
+        };
+        if let Some(r) = view.replica.as_ref().filter(|r| r.is_leader()) {
+            return Ok(r.clone());
+        }
+        let leader = view.leadership.as_ref().filter(|l| l.leader >= 0);
+        Err(NotLeader {
+            code: E::NotLeaderOrFollower.code(),
+            message: match leader {
+                Some(l) => format!(
+                    "broker {} leads {}-{partition}, not this one ({})",
+                    l.leader, topic.name, self.config.node_id
+                ),
+                None => format!("{}-{partition} has no leader at the moment", topic.name),
+            },
+            leader: leader.map(|l| (l.leader, l.leader_epoch)),
+        })
     }
 
     /// Appends `changes` to the topics journal of every data directory online, and syncs
@@ -509,6 +787,13 @@ impl Broker {
 
     fn lock_changes(&self) -> Result<std::sync::MutexGuard<'_, Changes>, ApiError> {
         self.topic_changes
+            .as_ref()
+            .ok_or_else(|| {
+                ApiError::new(
+                    E::UnknownServerError,
+                    "a cluster member changes topics through the cluster's metadata",
+                )
+            })?
             .lock()
             .map_err(|_| ApiError::new(E::UnknownServerError, "poisoned"))
     }
@@ -577,7 +862,13 @@ impl Broker {
         let mut made = Vec::with_capacity(range.len());
         for p in range.clone() {
             let tp = TopicPartition::new(name, p);
-            match Partition::open(&self.logs, tp.clone(), id, config.clone()) {
+            match Partition::open(
+                &self.logs,
+                tp.clone(),
+                id,
+                config.clone(),
+                Role::SINGLE_NODE,
+            ) {
                 Ok(part) => made.push(Arc::new(part)),
                 Err(e) => {
                     let kept = made.len();
@@ -626,13 +917,19 @@ impl Broker {
     /// together are bounded by `MAX_PARTITIONS_PER_REQUEST`, each topic's by
     /// `max.topic.partitions`, and the broker's by its capacity; `gate` is asked last for
     /// each topic about to be created (the controller mutation quota), with its name and
-    /// partition count. Blocking: it makes files and syncs them.
+    /// partition count. Blocking: it makes files and syncs them. In a cluster the topics
+    /// go to the cluster's metadata, and this waits up to `wait` until this broker serves
+    /// their leaders (see `cluster::create_topics`).
     pub fn create_topics(
         &self,
         asks: Vec<NewTopic>,
         validate_only: bool,
+        wait: std::time::Duration,
         gate: &mut dyn FnMut(&str, usize) -> Result<(), ApiError>,
     ) -> Vec<Result<Arc<Topic>, ApiError>> {
+        if let Some(m) = &self.cluster {
+            return crate::cluster::create_topics(self, m, asks, validate_only, wait, gate);
+        }
         if let Err(e) = check_request_total(asks.iter().map(|a| a.partitions)) {
             return asks.iter().map(|_| Err(e.clone())).collect();
         }
@@ -766,7 +1063,10 @@ impl Broker {
                     id,
                     overrides: a.overrides,
                     config,
-                    partitions: parts,
+                    partitions: parts
+                        .into_iter()
+                        .map(|p| PartitionView::single_node(self.config.node_id, p))
+                        .collect(),
                 });
                 outcome.push(topics::created(&topic));
                 Ok(topic)
@@ -777,7 +1077,7 @@ impl Broker {
             // Not saved: nothing of it may stay.
             for t in made.iter_mut() {
                 if let Ok(topic) = t {
-                    self.unmake(topic.partitions.clone(), None);
+                    self.unmake(topic.replicas().cloned().collect(), None);
                     *t = Err(e.clone());
                 }
             }
@@ -805,7 +1105,7 @@ impl Broker {
     }
 
     /// A new topic's own checks: its name, its partition count, its settings.
-    fn check_new_topic(&self, a: &NewTopic) -> Result<Arc<LogConfig>, ApiError> {
+    pub(crate) fn check_new_topic(&self, a: &NewTopic) -> Result<Arc<LogConfig>, ApiError> {
         weir_kafka::topic::validate_topic_name(&a.name)
             .map_err(|m| ApiError::new(E::InvalidTopicException, m))?;
         if a.partitions < 1 {
@@ -844,14 +1144,15 @@ impl Broker {
         overrides: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<Arc<Topic>, ApiError> {
-        let ask = NewTopic {
-            name: name.to_string(),
-            partitions,
-            overrides,
-        };
-        self.create_topics(vec![ask], validate_only, &mut |_, _| Ok(()))
-            .pop()
-            .unwrap_or_else(|| Err(ApiError::new(E::UnknownServerError, "no answer")))
+        let ask = NewTopic::new(name, partitions, overrides);
+        self.create_topics(
+            vec![ask],
+            validate_only,
+            crate::cluster::DEFAULT_CHANGE_WAIT,
+            &mut |_, _| Ok(()),
+        )
+        .pop()
+        .unwrap_or_else(|| Err(ApiError::new(E::UnknownServerError, "no answer")))
     }
 
     /// Deletes a topic and its data. `gate` is asked first with its partition count (the
@@ -866,6 +1167,15 @@ impl Broker {
                 E::TopicDeletionDisabled,
                 "delete.topic.enable is false",
             ));
+        }
+        if let Some(m) = &self.cluster {
+            return crate::cluster::delete_topic(
+                self,
+                m,
+                name,
+                crate::cluster::DEFAULT_CHANGE_WAIT,
+                gate,
+            );
         }
         let mut changes = self.lock_changes()?;
         let topic = self.topic(name).ok_or_else(|| {
@@ -889,7 +1199,7 @@ impl Broker {
         );
         changes.held = changes.held.saturating_sub(topic.partitions.len());
         changes.normalized.remove(&normalized(name));
-        for p in &topic.partitions {
+        for p in topic.replicas() {
             self.logs.delete_log(&p.tp)?;
             p.appended.notify_waiters();
         }
@@ -910,6 +1220,17 @@ impl Broker {
         validate_only: bool,
         gate: &mut dyn FnMut(&str, usize) -> Result<(), ApiError>,
     ) -> Result<(), ApiError> {
+        if let Some(m) = &self.cluster {
+            return crate::cluster::create_partitions(
+                self,
+                m,
+                name,
+                count,
+                validate_only,
+                crate::cluster::DEFAULT_CHANGE_WAIT,
+                gate,
+            );
+        }
         let mut changes = self.lock_changes()?;
         let topic = self.topic(name).ok_or_else(|| {
             ApiError::new(
@@ -979,7 +1300,10 @@ impl Broker {
             return Err(e);
         }
         let mut parts = topic.partitions.clone();
-        parts.extend(new);
+        parts.extend(
+            new.into_iter()
+                .map(|p| PartitionView::single_node(self.config.node_id, p)),
+        );
         self.topics.write().map_err(|_| poisoned())?.insert(
             name.to_string(),
             Arc::new(Topic {
@@ -1011,8 +1335,12 @@ impl Broker {
         set: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<(), ApiError> {
-        // Under the topics' lock: no topic is made from the old defaults meanwhile.
-        let _changes = self.lock_changes()?;
+        // Under the topics' lock: no topic is made from the old defaults meanwhile. (In a
+        // cluster, topics are made from the defaults as each broker applies the metadata.)
+        let _changes = match &self.topic_changes {
+            Some(_) => Some(self.lock_changes()?),
+            None => None,
+        };
         let resolve_all = |defaults: &Arc<LogConfig>| {
             let topics = self.topics.read().map_err(|_| poisoned())?;
             let mut configs = HashMap::new();
@@ -1036,13 +1364,7 @@ impl Broker {
         let mut topics = self.topics.write().map_err(|_| poisoned())?;
         for (name, config) in configs {
             if let Some(t) = topics.get(&name) {
-                let t = Arc::new(Topic {
-                    name: t.name.clone(),
-                    id: t.id,
-                    overrides: t.overrides.clone(),
-                    config,
-                    partitions: t.partitions.clone(),
-                });
+                let t = Arc::new(t.with_config(t.overrides.clone(), config));
                 topics.insert(name, t);
             }
         }
@@ -1057,6 +1379,9 @@ impl Broker {
         overrides: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<(), ApiError> {
+        if let Some(m) = &self.cluster {
+            return crate::cluster::set_topic_overrides(self, m, name, overrides, validate_only);
+        }
         let mut changes = self.lock_changes()?;
         let topic = self.topic(name).ok_or_else(|| {
             ApiError::new(
@@ -1082,13 +1407,7 @@ impl Broker {
         self.logs.update_topic_config(name, config.clone());
         self.topics.write().map_err(|_| poisoned())?.insert(
             name.to_string(),
-            Arc::new(Topic {
-                name: topic.name.clone(),
-                id: topic.id,
-                overrides,
-                config,
-                partitions: topic.partitions.clone(),
-            }),
+            Arc::new(topic.with_config(overrides, config)),
         );
         self.maybe_fold(&mut changes.store, 1);
         Ok(())
@@ -1127,8 +1446,15 @@ impl Broker {
             .lock()
             .map_err(|_| ApiError::new(E::UnknownServerError, "poisoned"))?;
         if ids.next >= ids.block_end {
-            *ids = reserve_producer_ids(&self.config.log_dirs[0], ids.block_end)
-                .map_err(|e| ApiError::new(E::KafkaStorageError, e))?;
+            *ids = match &self.cluster {
+                None => reserve_producer_ids(&self.config.log_dirs[0], ids.block_end)
+                    .map_err(|e| ApiError::new(E::KafkaStorageError, e))?,
+                Some(m) => {
+                    let (next, block_end) =
+                        crate::cluster::producer_id_block(m, PRODUCER_ID_BLOCK)?;
+                    ProducerIds { next, block_end }
+                }
+            };
         }
         let id = ids.next;
         ids.next += 1;

@@ -104,6 +104,38 @@ pub struct BrokerConfig {
     pub producer_id_expiration_check_interval_ms: u64,
     /// Every key=value as given, for DescribeConfigs of the broker.
     pub properties: BTreeMap<String, String>,
+    /// `broker.rack`: where the broker stands, for rack-aware replica assignment.
+    pub rack: Option<String>,
+    /// Each listener's security protocol, by name (`listener.security.protocol.map`).
+    pub security_protocols: BTreeMap<String, String>,
+    /// Set with `etcd.connect`: this broker is a member of a cluster whose metadata is in
+    /// etcd. Unset, it is a cluster of one that keeps its metadata in its data directory.
+    pub cluster: Option<ClusterSettings>,
+}
+
+/// What a member of a cluster needs beyond one broker's settings.
+#[derive(Debug, Clone)]
+pub struct ClusterSettings {
+    /// `etcd.connect`: etcd's endpoints, then an optional key prefix.
+    pub connect: weir_cluster::EtcdConnect,
+    /// `etcd.session.timeout.ms`: how long a broker that stops renewing its lease (it
+    /// crashed, or lost its network) stays registered, and so how long a failover takes
+    /// (Kafka's `zookeeper.session.timeout.ms`, 18 s).
+    pub session_timeout_ms: u64,
+    /// `etcd.connection.timeout.ms`: how long start-up waits for etcd.
+    pub connection_timeout_ms: u64,
+    /// `controlled.shutdown.enable`: on SIGTERM, hand leadership to other in-sync
+    /// replicas before stopping.
+    pub controlled_shutdown_enable: bool,
+    /// `controlled.shutdown.max.retries` × `controlled.shutdown.retry.backoff.ms`: how long
+    /// a controlled shutdown waits for leadership to move.
+    pub controlled_shutdown_timeout_ms: u64,
+    /// `auto.leader.rebalance.enable`: the controller moves leadership back to preferred
+    /// replicas every `leader.imbalance.check.interval.seconds`, where a broker leads
+    /// fewer than `leader.imbalance.per.broker.percentage` of what it prefers.
+    pub auto_leader_rebalance_enable: bool,
+    pub leader_imbalance_check_interval_ms: u64,
+    pub leader_imbalance_per_broker_percentage: u32,
 }
 
 /// Keys Weir accepts from a Kafka `server.properties` but does not act on, with why.
@@ -117,9 +149,18 @@ const IGNORED: &[(&str, &str)] = &[
     ("controller.listener.names", "no controller listener"),
     ("inter.broker.listener.name", "no other brokers"),
     ("security.inter.broker.protocol", "no other brokers"),
-    ("zookeeper.connect", "no ZooKeeper"),
-    ("zookeeper.connection.timeout.ms", "no ZooKeeper"),
-    ("zookeeper.session.timeout.ms", "no ZooKeeper"),
+    (
+        "zookeeper.connect",
+        "a Weir cluster keeps its metadata in etcd: set etcd.connect",
+    ),
+    (
+        "zookeeper.connection.timeout.ms",
+        "see etcd.connection.timeout.ms",
+    ),
+    (
+        "zookeeper.session.timeout.ms",
+        "see etcd.session.timeout.ms",
+    ),
     (
         "num.network.threads",
         "one tokio runtime serves every connection",
@@ -151,8 +192,6 @@ const IGNORED: &[(&str, &str)] = &[
     ("transaction.state.log.num.partitions", "no transactions"),
     ("transaction.max.timeout.ms", "no transactions"),
     ("replica.lag.time.max.ms", "no replication"),
-    ("unclean.leader.election.enable", "no replication"),
-    ("broker.rack", "one node"),
     (
         "metadata.log.dir",
         "no metadata log: topics are kept in weir-topics.json and weir-topics.journal",
@@ -160,10 +199,6 @@ const IGNORED: &[(&str, &str)] = &[
     (
         "group.coordinator.rebalance.protocols",
         "the classic group protocol is served",
-    ),
-    (
-        "auto.leader.rebalance.enable",
-        "one node leads every partition",
     ),
     ("confluent.support.metrics.enable", "Confluent-only"),
     ("confluent.support.customer.id", "Confluent-only"),
@@ -227,6 +262,16 @@ const USED: &[&str] = &[
     "connections.max.reauth.ms",
     "quota.window.num",
     "quota.window.size.seconds",
+    "broker.rack",
+    "etcd.connect",
+    "etcd.session.timeout.ms",
+    "etcd.connection.timeout.ms",
+    "controlled.shutdown.enable",
+    "controlled.shutdown.max.retries",
+    "controlled.shutdown.retry.backoff.ms",
+    "auto.leader.rebalance.enable",
+    "leader.imbalance.check.interval.seconds",
+    "leader.imbalance.per.broker.percentage",
 ];
 
 fn parse<T: std::str::FromStr>(
@@ -530,9 +575,19 @@ impl BrokerConfig {
         let default_replication_factor: i16 = parse(&props, "default.replication.factor", 1)?;
         if default_replication_factor != 1 {
             return Err(format!(
-                "default.replication.factor={default_replication_factor}: Weir is a single node, so it must be 1"
+                "default.replication.factor={default_replication_factor}: Weir does not \
+                 replicate partitions yet, so it must be 1"
             ));
         }
+        let cluster = cluster_settings(&props)?;
+        let security_protocols: BTreeMap<String, String> = listeners
+            .iter()
+            .filter_map(|l| Some((l.name.clone(), protocol_map.get(&l.name)?.clone())))
+            .collect();
+        let rack = props
+            .get("broker.rack")
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty());
         let num_partitions: i32 = parse(&props, "num.partitions", 1)?;
         if num_partitions < 1 {
             return Err(format!(
@@ -641,6 +696,9 @@ impl BrokerConfig {
             log_dirs,
             log_defaults,
             set_keys: props.keys().cloned().collect(),
+            rack,
+            security_protocols,
+            cluster,
             log_manager,
             num_partitions,
             default_replication_factor,
@@ -691,6 +749,50 @@ impl BrokerConfig {
             .find(|l| l.name == name)
             .unwrap_or(&self.advertised_listeners[0])
     }
+}
+
+/// The cluster settings, if `etcd.connect` is set.
+fn cluster_settings(props: &BTreeMap<String, String>) -> Result<Option<ClusterSettings>, String> {
+    let Some(connect) = props.get("etcd.connect") else {
+        for k in ["etcd.session.timeout.ms", "etcd.connection.timeout.ms"] {
+            if props.contains_key(k) {
+                return Err(format!("{k} is set but etcd.connect is not"));
+            }
+        }
+        return Ok(None);
+    };
+    let connect = weir_cluster::EtcdConnect::parse(connect)?;
+    let session_timeout_ms: u64 = parse(props, "etcd.session.timeout.ms", 18_000u64)?;
+    // etcd grants leases in whole seconds, and refuses ones shorter than its own
+    // election timeout allows; two seconds is the least it grants with its defaults.
+    if session_timeout_ms < 2_000 {
+        return Err(format!(
+            "etcd.session.timeout.ms must be at least 2000 (etcd's shortest lease), got \
+             {session_timeout_ms}"
+        ));
+    }
+    let retries: u64 = parse(props, "controlled.shutdown.max.retries", 3u64)?;
+    let backoff: u64 = parse(props, "controlled.shutdown.retry.backoff.ms", 5_000u64)?;
+    let percentage: u32 = parse(props, "leader.imbalance.per.broker.percentage", 10u32)?;
+    if percentage > 100 {
+        return Err(format!(
+            "leader.imbalance.per.broker.percentage must be 0 to 100, got {percentage}"
+        ));
+    }
+    let interval_s: u64 = parse(props, "leader.imbalance.check.interval.seconds", 300u64)?;
+    if interval_s < 1 {
+        return Err("leader.imbalance.check.interval.seconds must be at least 1".into());
+    }
+    Ok(Some(ClusterSettings {
+        connect,
+        session_timeout_ms,
+        connection_timeout_ms: parse(props, "etcd.connection.timeout.ms", 18_000u64)?,
+        controlled_shutdown_enable: parse_bool(props, "controlled.shutdown.enable", true)?,
+        controlled_shutdown_timeout_ms: retries.max(1).saturating_mul(backoff),
+        auto_leader_rebalance_enable: parse_bool(props, "auto.leader.rebalance.enable", true)?,
+        leader_imbalance_check_interval_ms: interval_s.saturating_mul(1000),
+        leader_imbalance_per_broker_percentage: percentage,
+    }))
 }
 
 /// Parses `max.connections.per.ip.overrides`: `host:count` pairs, comma-separated, where
@@ -901,7 +1003,35 @@ mod tests {
         let e = cfg(&[("advertised.listeners", "PLAINTEXT://0.0.0.0:9092")]).unwrap_err();
         assert!(e.contains("must name a host"), "{e}");
         let e = cfg(&[("default.replication.factor", "3")]).unwrap_err();
-        assert!(e.contains("single node"), "{e}");
+        assert!(e.contains("does not replicate"), "{e}");
+        let e = cfg(&[("etcd.connect", "http://e:2379")]).unwrap_err();
+        assert!(e.contains("without a scheme"), "{e}");
+        let e = cfg(&[("etcd.session.timeout.ms", "5000")]).unwrap_err();
+        assert!(e.contains("etcd.connect is not"), "{e}");
+        let e = cfg(&[
+            ("etcd.connect", "e:2379"),
+            ("etcd.session.timeout.ms", "500"),
+        ])
+        .unwrap_err();
+        assert!(e.contains("at least 2000"), "{e}");
+    }
+
+    #[test]
+    fn etcd_connect_makes_a_cluster_member() {
+        assert!(cfg(&[]).unwrap().cluster.is_none());
+        let c = cfg(&[
+            ("etcd.connect", "e1:2379,e2/weir"),
+            ("broker.rack", "r1"),
+            ("controlled.shutdown.max.retries", "2"),
+        ])
+        .unwrap();
+        let s = c.cluster.unwrap();
+        assert_eq!(s.connect.endpoints, ["e1:2379", "e2:2379"]);
+        assert_eq!(s.connect.prefix, "/weir");
+        assert_eq!(s.session_timeout_ms, 18_000);
+        assert_eq!(s.controlled_shutdown_timeout_ms, 10_000);
+        assert!(s.auto_leader_rebalance_enable);
+        assert_eq!(c.rack.as_deref(), Some("r1"));
     }
 
     #[test]

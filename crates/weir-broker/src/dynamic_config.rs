@@ -1,7 +1,9 @@
 //! Dynamic broker configs, as Kafka's `kafka-configs --entity-type brokers` sets them
 //! (AlterConfigs and IncrementalAlterConfigs on BROKER resources): for this broker (its id)
 //! and for every broker (the cluster-wide default, an empty name). They take effect without
-//! a restart and survive one, kept in the data directory's `weir-broker-configs.json`.
+//! a restart and survive one, kept in the data directory's `weir-broker-configs.json` — or,
+//! in a cluster, in its metadata (`config/brokers/<id>` and `config/brokers/<default>`),
+//! where every broker sees them.
 //!
 //! The keys Weir takes dynamically are the log defaults (`log.retention.ms`,
 //! `log.segment.bytes`, `log.cleanup.policy`, `message.max.bytes`, ... — Kafka's
@@ -62,9 +64,20 @@ pub fn is_dynamic(key: &str) -> bool {
     LogConfig::broker_keys().contains(&key)
 }
 
+/// Where a changed set is saved: the data directory's file, or (in a cluster) the
+/// cluster's metadata, through the given function.
+enum Persist {
+    File(PathBuf),
+    Cluster(SaveSet),
+}
+
+/// Saves one scope's set in the cluster's metadata.
+pub type SaveSet =
+    Box<dyn Fn(Scope, &BTreeMap<String, String>) -> Result<(), ApiError> + Send + Sync>;
+
 /// The dynamic configs, and the log defaults they make.
 pub struct DynamicConfigs {
-    path: PathBuf,
+    persist: Persist,
     /// server.properties and --override, as given.
     static_props: BTreeMap<String, String>,
     state: RwLock<(Sets, Arc<LogConfig>)>,
@@ -79,10 +92,40 @@ impl DynamicConfigs {
         let defaults = resolve(static_props, &sets)
             .map_err(|e| format!("{}: {}", path.display(), e.message))?;
         Ok(DynamicConfigs {
-            path,
+            persist: Persist::File(path),
             static_props: static_props.clone(),
             state: RwLock::new((sets, Arc::new(defaults))),
         })
+    }
+
+    /// A cluster member's configs: `sets` as the cluster's metadata holds them, changes
+    /// saved there with `save`.
+    pub fn in_cluster(
+        static_props: &BTreeMap<String, String>,
+        sets: Sets,
+        save: SaveSet,
+    ) -> Result<Self, String> {
+        let defaults = resolve(static_props, &sets)
+            .map_err(|e| format!("dynamic broker configs in etcd: {}", e.message))?;
+        Ok(DynamicConfigs {
+            persist: Persist::Cluster(save),
+            static_props: static_props.clone(),
+            state: RwLock::new((sets, Arc::new(defaults))),
+        })
+    }
+
+    /// Takes the sets another broker saved (a cluster's watch saw them). Returns the log
+    /// defaults they make if those changed. Sets that do not resolve (written by a newer
+    /// Weir, say) are refused and the old ones kept.
+    pub fn install(&self, sets: Sets) -> Result<Option<Arc<LogConfig>>, ApiError> {
+        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        if sets == state.0 {
+            return Ok(None);
+        }
+        let defaults = Arc::new(resolve(&self.static_props, &sets)?);
+        let changed = *defaults != *state.1;
+        *state = (sets, defaults.clone());
+        Ok(changed.then_some(defaults))
     }
 
     pub fn sets(&self) -> Sets {
@@ -141,8 +184,11 @@ impl DynamicConfigs {
         if validate_only || sets == state.0 {
             return Ok(None);
         }
-        weir_security::state_file::write(&self.path, &sets)
-            .map_err(|e| ApiError::new(E::KafkaStorageError, e))?;
+        match &self.persist {
+            Persist::File(path) => weir_security::state_file::write(path, &sets)
+                .map_err(|e| ApiError::new(E::KafkaStorageError, e))?,
+            Persist::Cluster(save) => save(scope, sets.of(scope))?,
+        }
         *state = (sets, defaults);
         Ok(Some(prepared))
     }

@@ -29,6 +29,7 @@
 
 pub mod apis;
 pub mod broker;
+pub mod cluster;
 pub mod config;
 pub mod connection;
 pub mod descriptors;

@@ -296,6 +296,14 @@ impl RunningBroker {
     /// Stops accepting, waits up to a few seconds for open connections to end, then
     /// flushes and closes the logs (writing the clean-shutdown marker).
     pub async fn stop(self) -> Result<(), String> {
+        // A cluster member first hands its leadership to other in-sync replicas
+        // (`controlled.shutdown.enable`), while it still serves.
+        if let (Some(m), Some(settings)) = (&self.broker.cluster, &self.broker.config.cluster) {
+            if settings.controlled_shutdown_enable {
+                let timeout = Duration::from_millis(settings.controlled_shutdown_timeout_ms);
+                crate::cluster::shut_down_controlled(&self.broker, m, timeout).await;
+            }
+        }
         let _ = self.broker.shutdown.send(true);
         for t in self.accept_tasks {
             let _ = t.await;
@@ -305,8 +313,13 @@ impl RunningBroker {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let broker = self.broker.clone();
-        tokio::task::spawn_blocking(move || broker.shutdown())
+        let closed = tokio::task::spawn_blocking(move || broker.shutdown())
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        // Only once the logs are closed: the lease goes, and with it the registration.
+        if let Some(m) = &self.broker.cluster {
+            crate::cluster::leave(m).await;
+        }
+        closed
     }
 }

@@ -20,6 +20,7 @@ use weir_kafka::topic::is_internal;
 use weir_kafka::TopicPartition;
 
 use crate::partition::Partition;
+use weir_cluster::LeaderAndIsr;
 use weir_log::checkpoint::{uuid_from_base64, uuid_to_base64, write_atomically};
 use weir_log::{LogConfig, SharedLog};
 
@@ -38,12 +39,70 @@ pub struct Topic {
     pub id: uuid::Uuid,
     pub overrides: BTreeMap<String, String>,
     pub config: Arc<LogConfig>,
-    pub partitions: Vec<Arc<Partition>>,
+    /// Every partition of the topic, in order (index = partition), whether this broker
+    /// holds a replica of it or not.
+    pub partitions: Vec<PartitionView>,
+}
+
+/// One partition of a topic: where its replicas are, who leads it, and this broker's own
+/// replica of it, if it holds one.
+#[derive(Debug, Clone)]
+pub struct PartitionView {
+    /// The brokers holding its replicas, preferred leader first.
+    pub replicas: Vec<i32>,
+    /// Its leader, leader epoch and ISR; `None` until a leader is first elected.
+    pub leadership: Option<LeaderAndIsr>,
+    /// This broker's replica.
+    pub replica: Option<Arc<Partition>>,
+}
+
+impl PartitionView {
+    /// A single broker's partition: its one replica, which leads.
+    pub fn single_node(node_id: i32, replica: Arc<Partition>) -> PartitionView {
+        PartitionView {
+            replicas: vec![node_id],
+            leadership: Some(LeaderAndIsr::initial(node_id, vec![node_id])),
+            replica: Some(replica),
+        }
+    }
+
+    pub fn leader(&self) -> Option<i32> {
+        self.leadership
+            .as_ref()
+            .map(|l| l.leader)
+            .filter(|l| *l >= 0)
+    }
 }
 
 impl Topic {
     pub fn is_internal(&self) -> bool {
         is_internal(&self.name)
+    }
+
+    pub fn partition(&self, index: i32) -> Option<&PartitionView> {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.partitions.get(i))
+    }
+
+    /// The replicas of this topic this broker holds.
+    pub fn replicas(&self) -> impl Iterator<Item = &Arc<Partition>> {
+        self.partitions.iter().filter_map(|p| p.replica.as_ref())
+    }
+
+    /// The same topic with another config.
+    pub fn with_config(
+        &self,
+        overrides: BTreeMap<String, String>,
+        config: Arc<LogConfig>,
+    ) -> Topic {
+        Topic {
+            name: self.name.clone(),
+            id: self.id,
+            overrides,
+            config,
+            partitions: self.partitions.clone(),
+        }
     }
 }
 

@@ -66,6 +66,10 @@ pub struct LogManagerConfig {
     /// `DEFAULT_MAX_OPEN_SEGMENT_FILES` (512); the broker sets it from its descriptor
     /// budget. Index files hold no descriptor. At least 1.
     pub max_open_segment_files: usize,
+    /// The cluster these directories must belong to (a broker of a cluster whose id is
+    /// kept elsewhere): a directory of another cluster is refused, and new ones get it.
+    /// `None`: the directories' own id, or a new one.
+    pub cluster_id: Option<String>,
 }
 
 impl LogManagerConfig {
@@ -83,8 +87,28 @@ impl LogManagerConfig {
             cleaner_dedupe_buffer_size: cleaner::DEFAULT_DEDUPE_BUFFER_SIZE,
             cleaner_backoff_ms: 15_000,
             max_open_segment_files: DEFAULT_MAX_OPEN_SEGMENT_FILES,
+            cluster_id: None,
         }
     }
+}
+
+/// The cluster id the data directories hold in `meta.properties`, if any (checking that
+/// they belong to node `node_id` and agree), without opening or locking them.
+pub fn stored_cluster_id(dirs: &[PathBuf], node_id: i32) -> Result<Option<String>> {
+    let mut found: Option<String> = None;
+    for d in dirs {
+        if let Some(id) = read_meta(d, node_id)? {
+            if found.as_ref().is_some_and(|f| *f != id) {
+                return Err(LogError::Io(io::Error::other(format!(
+                    "{} belongs to cluster {id}, another data directory to {}",
+                    d.display(),
+                    found.unwrap_or_default()
+                ))));
+            }
+            found = Some(id);
+        }
+    }
+    Ok(found)
 }
 
 /// What start-up found.
@@ -307,8 +331,18 @@ impl LogManager {
                 health: DirHealth::new(path.clone()),
             });
         }
-        let cluster_id =
-            cluster_id.unwrap_or_else(|| checkpoint::uuid_to_base64(uuid::Uuid::new_v4()));
+        let cluster_id = match (&config.cluster_id, cluster_id) {
+            (Some(want), Some(have)) if *want != have => {
+                return Err(LogError::Io(io::Error::other(format!(
+                    "the data directories belong to cluster {have}, not to cluster {want} \
+                     that etcd.connect names: start this broker on an empty data directory, \
+                     or point etcd.connect at its own cluster"
+                ))));
+            }
+            (Some(want), _) => want.clone(),
+            (None, Some(have)) => have,
+            (None, None) => checkpoint::uuid_to_base64(uuid::Uuid::new_v4()),
+        };
         // A failed fsync of a file the cache closes takes its directory offline at once,
         // as a failed flush does.
         let healths: Vec<Arc<DirHealth>> = dirs.iter().map(|d| d.health.clone()).collect();

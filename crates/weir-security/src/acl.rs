@@ -18,8 +18,10 @@
 //! crate implements.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::RwLock;
+
+use crate::state_file::{Doc, FileStore, Store};
 
 use serde::{Deserialize, Serialize};
 use weir_kafka::acl::{
@@ -59,8 +61,8 @@ struct AclsFile {
 pub struct Authorizer {
     super_users: BTreeSet<String>,
     allow_if_no_acl: bool,
-    path: PathBuf,
-    state: RwLock<State>,
+    store: Box<dyn Store>,
+    state: RwLock<Doc<State>>,
 }
 
 #[derive(Debug, Default)]
@@ -146,9 +148,44 @@ impl Authorizer {
         Ok(Authorizer {
             super_users,
             allow_if_no_acl,
-            path,
-            state: RwLock::new(State::from(all)),
+            store: Box::new(FileStore(path)),
+            state: RwLock::new(Doc {
+                value: State::from(all),
+                revision: 0,
+            }),
         })
+    }
+
+    /// The ACLs of a document kept in `store`, as it stands (`None`: no ACLs yet).
+    pub fn from_document(
+        store: Box<dyn Store>,
+        current: Option<(&[u8], i64)>,
+        super_users: BTreeSet<String>,
+        allow_if_no_acl: bool,
+    ) -> Result<Authorizer, String> {
+        let (all, revision) = match current {
+            Some((bytes, rev)) => (decode_acls(bytes)?, rev),
+            None => (BTreeSet::new(), 0),
+        };
+        Ok(Authorizer {
+            super_users,
+            allow_if_no_acl,
+            store,
+            state: RwLock::new(Doc {
+                value: State::from(all),
+                revision,
+            }),
+        })
+    }
+
+    /// Takes the document another broker saved (`None`: removed), seen at `revision`.
+    pub fn install(&self, bytes: Option<&[u8]>, revision: i64) -> Result<bool, String> {
+        let all = bytes.map(decode_acls).transpose()?.unwrap_or_default();
+        Ok(crate::state_file::install(
+            &self.state,
+            State::from(all),
+            revision,
+        ))
     }
 
     /// Whether `principal`, connecting from `host`, may do `op` to resource `name`.
@@ -164,6 +201,7 @@ impl Authorizer {
             return true;
         }
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let state = &state.value;
         let mut any_acl = false;
         let mut allowed = false;
         for e in state.applicable(rt, name) {
@@ -197,7 +235,7 @@ impl Authorizer {
             return true;
         }
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-        let Some(t) = state.by_type.get(&rt) else {
+        let Some(t) = state.value.by_type.get(&rt) else {
             return self.allow_if_no_acl;
         };
         let relevant = |e: &Entry, perm: Permission| {
@@ -245,6 +283,7 @@ impl Authorizer {
     pub fn describe(&self, filter: &AclBindingFilter) -> Vec<AclBinding> {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
         state
+            .value
             .all
             .iter()
             .filter(|b| filter.matches(b))
@@ -260,43 +299,51 @@ impl Authorizer {
         add: &[AclBinding],
         remove: &[AclBindingFilter],
     ) -> Result<Vec<Vec<AclBinding>>, String> {
-        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
-        let mut next = state.all.clone();
-        let mut removed = Vec::with_capacity(remove.len());
-        for f in remove {
-            let gone: Vec<AclBinding> = next.iter().filter(|b| f.matches(b)).cloned().collect();
-            for b in &gone {
-                next.remove(b);
-            }
-            removed.push(gone);
-        }
-        next.extend(add.iter().cloned());
-        if next != state.all {
-            write_file(&self.path, &next)?;
-            *state = State::from(next);
-        }
-        Ok(removed)
+        crate::state_file::update(
+            &self.state,
+            &*self.store,
+            |state| {
+                crate::state_file::encode(&AclsFile {
+                    acls: state.all.iter().cloned().collect(),
+                })
+            },
+            |bytes| decode_acls(bytes).map(State::from),
+            State::default,
+            |current| {
+                let mut next = current.all.clone();
+                let mut removed = Vec::with_capacity(remove.len());
+                for f in remove {
+                    let gone: Vec<AclBinding> =
+                        next.iter().filter(|b| f.matches(b)).cloned().collect();
+                    for b in &gone {
+                        next.remove(b);
+                    }
+                    removed.push(gone);
+                }
+                next.extend(add.iter().cloned());
+                let changed = next != current.all;
+                Ok((changed.then(|| State::from(next)), removed))
+            },
+        )
     }
+}
+
+fn check_all(acls: Vec<AclBinding>) -> Result<BTreeSet<AclBinding>, String> {
+    for b in &acls {
+        b.validate().map_err(|e| format!("{}: {e}", b.describe()))?;
+    }
+    Ok(acls.into_iter().collect())
+}
+
+fn decode_acls(bytes: &[u8]) -> Result<BTreeSet<AclBinding>, String> {
+    check_all(crate::state_file::decode::<AclsFile>(bytes)?.acls)
 }
 
 fn read_file(path: &Path) -> Result<BTreeSet<AclBinding>, String> {
     let acls = crate::state_file::read::<AclsFile>(path)?
         .map(|f| f.acls)
         .unwrap_or_default();
-    for b in &acls {
-        b.validate()
-            .map_err(|e| format!("{}: {}: {e}", path.display(), b.describe()))?;
-    }
-    Ok(acls.into_iter().collect())
-}
-
-fn write_file(path: &Path, acls: &BTreeSet<AclBinding>) -> Result<(), String> {
-    crate::state_file::write(
-        path,
-        &AclsFile {
-            acls: acls.iter().cloned().collect(),
-        },
-    )
+    check_all(acls).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The authorizer's settings, as Kafka names them.

@@ -21,8 +21,10 @@
 //! because it is Kafka's own accounting, which no crate implements.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Mutex, RwLock};
+
+use crate::state_file::{Doc, FileStore, Store};
 
 use serde::{Deserialize, Serialize};
 use weir_kafka::quota::{
@@ -116,6 +118,19 @@ struct QuotasFile {
     quotas: Vec<(Entity, BTreeMap<String, f64>)>,
 }
 
+fn check_all(quotas: Vec<(Entity, BTreeMap<String, f64>)>) -> Result<QuotaMap, String> {
+    for (entity, values) in &quotas {
+        for (key, v) in values {
+            check_value(key, *v).map_err(|e| format!("{entity:?}: {e}"))?;
+        }
+    }
+    Ok(quotas.into_iter().collect())
+}
+
+fn decode_quotas(bytes: &[u8]) -> Result<QuotaMap, String> {
+    check_all(crate::state_file::decode::<QuotasFile>(bytes)?.quotas)
+}
+
 /// How rates are measured: `quota.window.num` samples of `quota.window.size.seconds`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Windows {
@@ -176,11 +191,13 @@ impl Rate {
 }
 
 /// The quotas, and each client's measured rates.
+type QuotaMap = BTreeMap<Entity, BTreeMap<String, f64>>;
+
 #[derive(Debug)]
 pub struct Quotas {
-    path: PathBuf,
+    store: Box<dyn Store>,
     windows: Windows,
-    configs: RwLock<BTreeMap<Entity, BTreeMap<String, f64>>>,
+    configs: RwLock<Doc<QuotaMap>>,
     /// By (kind, user tag, client-id tag).
     rates: Mutex<HashMap<(Kind, String, String), Rate>>,
 }
@@ -191,18 +208,44 @@ impl Quotas {
         let quotas = crate::state_file::read::<QuotasFile>(&path)?
             .map(|f| f.quotas)
             .unwrap_or_default();
-        for (entity, values) in &quotas {
-            for (key, v) in values {
-                check_value(key, *v).map_err(|e| format!("{}: {entity:?}: {e}", path.display()))?;
-            }
-        }
-        let configs = quotas.into_iter().collect();
+        let configs = check_all(quotas).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(Quotas {
-            path,
+            store: Box::new(FileStore(path)),
             windows,
-            configs: RwLock::new(configs),
+            configs: RwLock::new(Doc {
+                value: configs,
+                revision: 0,
+            }),
             rates: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The quotas of a document kept in `store`, as it stands (`None`: none yet).
+    pub fn from_document(
+        store: Box<dyn Store>,
+        current: Option<(&[u8], i64)>,
+        windows: Windows,
+    ) -> Result<Quotas, String> {
+        let (value, revision) = match current {
+            Some((bytes, rev)) => (decode_quotas(bytes)?, rev),
+            None => (QuotaMap::new(), 0),
+        };
+        Ok(Quotas {
+            store,
+            windows,
+            configs: RwLock::new(Doc { value, revision }),
+            rates: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Takes the document another broker saved (`None`: removed), seen at `revision`.
+    pub fn install(&self, bytes: Option<&[u8]>, revision: i64) -> Result<bool, String> {
+        let value = bytes.map(decode_quotas).transpose()?.unwrap_or_default();
+        let changed = crate::state_file::install(&self.configs, value, revision);
+        if changed {
+            self.rates.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
+        Ok(changed)
     }
 
     /// The `key` quota (for example `controller_mutation_rate`) that applies to `user`
@@ -210,6 +253,7 @@ impl Quotas {
     /// it is measured by, in Kafka's order of precedence; `None` if no entity sets it.
     pub fn limit(&self, key: &str, user: &str, client_id: &str) -> Option<(f64, String, String)> {
         let configs = self.configs.read().unwrap_or_else(|e| e.into_inner());
+        let configs = &configs.value;
         if configs.is_empty() {
             return None;
         }
@@ -298,6 +342,7 @@ impl Quotas {
     pub fn all(&self) -> Vec<(Entity, BTreeMap<String, f64>)> {
         let configs = self.configs.read().unwrap_or_else(|e| e.into_inner());
         configs
+            .value
             .iter()
             .map(|(e, v)| (e.clone(), v.clone()))
             .collect()
@@ -306,37 +351,46 @@ impl Quotas {
     /// Sets (`Some`) or removes (`None`) quota values, and saves the file: all of it or,
     /// if the save fails, none of it.
     pub fn change(&self, changes: &[(Entity, String, Option<f64>)]) -> Result<(), String> {
-        let mut configs = self.configs.write().unwrap_or_else(|e| e.into_inner());
-        let mut next = configs.clone();
-        for (entity, key, value) in changes {
-            match value {
-                Some(v) => {
-                    next.entry(entity.clone())
-                        .or_default()
-                        .insert(key.clone(), *v);
-                }
-                None => {
-                    if let Some(m) = next.get_mut(entity) {
-                        m.remove(key);
-                        if m.is_empty() {
-                            next.remove(entity);
+        let changed = crate::state_file::update(
+            &self.configs,
+            &*self.store,
+            |configs| {
+                crate::state_file::encode(&QuotasFile {
+                    quotas: configs
+                        .iter()
+                        .map(|(e, v)| (e.clone(), v.clone()))
+                        .collect(),
+                })
+            },
+            decode_quotas,
+            QuotaMap::new,
+            |current| {
+                let mut next = current.clone();
+                for (entity, key, value) in changes {
+                    match value {
+                        Some(v) => {
+                            next.entry(entity.clone())
+                                .or_default()
+                                .insert(key.clone(), *v);
+                        }
+                        None => {
+                            if let Some(m) = next.get_mut(entity) {
+                                m.remove(key);
+                                if m.is_empty() {
+                                    next.remove(entity);
+                                }
+                            }
                         }
                     }
                 }
-            }
-        }
-        if next == *configs {
-            return Ok(());
-        }
-        crate::state_file::write(
-            &self.path,
-            &QuotasFile {
-                quotas: next.iter().map(|(e, v)| (e.clone(), v.clone())).collect(),
+                let changed = next != *current;
+                Ok((changed.then_some(next), changed))
             },
         )?;
-        *configs = next;
-        // Rates measured under the old quotas may now be keyed differently; start over.
-        self.rates.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        if changed {
+            // Rates measured under the old quotas may now be keyed differently; start over.
+            self.rates.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
         Ok(())
     }
 }

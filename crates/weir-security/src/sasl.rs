@@ -8,9 +8,10 @@
 //! as Kafka's PlainLoginModule does, and otherwise against the user's SCRAM credential.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, RwLock};
 
+use crate::state_file::{Doc, FileStore, Store};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use hmac::{Hmac, Mac};
@@ -168,11 +169,18 @@ struct UsersFile {
     users: BTreeMap<String, BTreeMap<Scram, Credential>>,
 }
 
-/// Every user's SCRAM credentials, kept in `weir-users.json` (written atomically).
+type UserMap = BTreeMap<String, BTreeMap<Scram, Credential>>;
+
+/// Every user's SCRAM credentials: in `weir-users.json` (written atomically) for one
+/// broker, in the cluster's metadata for a cluster.
 #[derive(Debug)]
 pub struct Users {
-    path: PathBuf,
-    users: RwLock<BTreeMap<String, BTreeMap<Scram, Credential>>>,
+    store: Box<dyn Store>,
+    users: RwLock<Doc<UserMap>>,
+}
+
+fn decode_users(bytes: &[u8]) -> Result<UserMap, String> {
+    crate::state_file::decode::<UsersFile>(bytes).map(|f| f.users)
 }
 
 impl Users {
@@ -183,20 +191,45 @@ impl Users {
             .map(|f| f.users)
             .unwrap_or_default();
         Ok(Users {
-            path,
-            users: RwLock::new(users),
+            store: Box::new(FileStore(path)),
+            users: RwLock::new(Doc {
+                value: users,
+                revision: 0,
+            }),
         })
+    }
+
+    /// The users of a document kept in `store`, as it stands (`None`: no users yet).
+    pub fn from_document(
+        store: Box<dyn Store>,
+        current: Option<(&[u8], i64)>,
+    ) -> Result<Users, String> {
+        let (value, revision) = match current {
+            Some((bytes, rev)) => (decode_users(bytes)?, rev),
+            None => (UserMap::new(), 0),
+        };
+        Ok(Users {
+            store,
+            users: RwLock::new(Doc { value, revision }),
+        })
+    }
+
+    /// Takes the document another broker saved (`None`: removed), seen at `revision`.
+    pub fn install(&self, bytes: Option<&[u8]>, revision: i64) -> Result<bool, String> {
+        let value = bytes.map(decode_users).transpose()?.unwrap_or_default();
+        Ok(crate::state_file::install(&self.users, value, revision))
     }
 
     pub fn get(&self, user: &str, mech: Scram) -> Option<Credential> {
         let users = self.users.read().unwrap_or_else(|e| e.into_inner());
-        users.get(user).and_then(|m| m.get(&mech)).cloned()
+        users.value.get(user).and_then(|m| m.get(&mech)).cloned()
     }
 
     /// Each user with the mechanisms and iterations it has credentials for.
     pub fn describe(&self) -> BTreeMap<String, Vec<(Scram, u32)>> {
         let users = self.users.read().unwrap_or_else(|e| e.into_inner());
         users
+            .value
             .iter()
             .map(|(u, m)| {
                 (
@@ -207,33 +240,40 @@ impl Users {
             .collect()
     }
 
-    /// Applies upsertions and deletions, and saves the file, all or nothing.
+    /// Applies upsertions and deletions, and saves them, all or nothing.
     pub fn change(
         &self,
         upsert: Vec<(String, Scram, Credential)>,
         delete: Vec<(String, Scram)>,
     ) -> Result<(), String> {
-        let mut users = self.users.write().unwrap_or_else(|e| e.into_inner());
-        let mut next = users.clone();
-        for (user, mech) in delete {
-            if let Some(m) = next.get_mut(&user) {
-                m.remove(&mech);
-                if m.is_empty() {
-                    next.remove(&user);
-                }
-            }
-        }
-        for (user, mech, cred) in upsert {
-            next.entry(user).or_default().insert(mech, cred);
-        }
-        crate::state_file::write(
-            &self.path,
-            &UsersFile {
-                users: next.clone(),
+        crate::state_file::update(
+            &self.users,
+            &*self.store,
+            |users| {
+                crate::state_file::encode(&UsersFile {
+                    users: users.clone(),
+                })
             },
-        )?;
-        *users = next;
-        Ok(())
+            decode_users,
+            UserMap::new,
+            |current| {
+                let mut next = current.clone();
+                for (user, mech) in &delete {
+                    if let Some(m) = next.get_mut(user) {
+                        m.remove(mech);
+                        if m.is_empty() {
+                            next.remove(user);
+                        }
+                    }
+                }
+                for (user, mech, cred) in &upsert {
+                    next.entry(user.clone())
+                        .or_default()
+                        .insert(*mech, cred.clone());
+                }
+                Ok((Some(next), ()))
+            },
+        )
     }
 }
 

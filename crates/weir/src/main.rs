@@ -4,6 +4,7 @@
 mod acls;
 mod bench;
 mod cli;
+mod cluster;
 mod configs;
 mod consume;
 mod dump_log;
@@ -58,6 +59,8 @@ enum Command {
     /// Set and show client quotas (producer_byte_rate, consumer_byte_rate,
     /// controller_mutation_rate).
     Quotas(quotas::Args),
+    /// The brokers of the cluster, its controller, and where the partitions are led.
+    Cluster(cluster::Args),
 }
 
 fn main() -> ExitCode {
@@ -74,5 +77,6 @@ fn main() -> ExitCode {
         Command::Acls(args) => acls::run(args),
         Command::Quotas(args) => quotas::run(args),
         Command::Configs(args) => configs::run(args),
+        Command::Cluster(args) => cluster::run(args),
     }
 }

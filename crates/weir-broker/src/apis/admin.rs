@@ -45,17 +45,25 @@ fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
 }
 
-fn replication_check(rf: i16) -> Result<(), ApiError> {
+/// The replication factor a CreateTopics asks for (-1: `default.replication.factor`).
+/// One broker holds one replica of each partition; a cluster member leaves the rest of
+/// the checks to the assignment (see `cluster::create_topics`).
+fn replication_check(broker: &Broker, rf: i16) -> Result<usize, ApiError> {
+    let rf = if rf == -1 {
+        broker.config.default_replication_factor
+    } else {
+        rf
+    };
     match rf {
-        -1 | 1 => Ok(()),
         n if n < 1 => Err(ApiError::new(
             E::InvalidReplicationFactor,
             format!("replication factor must be at least 1, got {n}"),
         )),
-        n => Err(ApiError::new(
+        n if n > 1 && broker.cluster.is_none() => Err(ApiError::new(
             E::InvalidReplicationFactor,
             format!("replication factor {n} is larger than the number of brokers: 1"),
         )),
+        n => Ok(n as usize),
     }
 }
 
@@ -215,8 +223,10 @@ pub async fn create_topics(
                     format!("'{name}' is an internal topic, created by the broker"),
                 ));
             }
+            let mut replication_factor = 1;
+            let mut assignment = None;
             let partitions = if t.assignments.is_empty() {
-                replication_check(t.replication_factor)?;
+                replication_factor = replication_check(broker, t.replication_factor)?;
                 if t.num_partitions == -1 {
                     broker.config.num_partitions
                 } else {
@@ -238,17 +248,27 @@ pub async fn create_topics(
                         "assignments must cover partitions 0..n once each",
                     ));
                 }
-                for a in &t.assignments {
-                    if a.broker_ids.len() != 1 || a.broker_ids[0].0 != broker.config.node_id {
-                        return Err(ApiError::new(
-                            E::InvalidReplicaAssignment,
-                            format!(
-                                "every partition must be assigned to broker {} alone",
-                                broker.config.node_id
-                            ),
-                        ));
+                if broker.cluster.is_none() {
+                    for a in &t.assignments {
+                        if a.broker_ids.len() != 1 || a.broker_ids[0].0 != broker.config.node_id {
+                            return Err(ApiError::new(
+                                E::InvalidReplicaAssignment,
+                                format!(
+                                    "every partition must be assigned to broker {} alone",
+                                    broker.config.node_id
+                                ),
+                            ));
+                        }
                     }
                 }
+                let mut by_index: Vec<_> = t.assignments.iter().collect();
+                by_index.sort_by_key(|a| a.partition_index);
+                assignment = Some(
+                    by_index
+                        .iter()
+                        .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                        .collect(),
+                );
                 t.assignments.len() as i32
             };
             let mut overrides = BTreeMap::new();
@@ -269,11 +289,17 @@ pub async fn create_topics(
                 name: name.clone(),
                 partitions,
                 overrides,
+                replication_factor,
+                assignment,
             })
         })();
         checked.push(ask);
     }
     let mut gate = QuotaGate::new(broker, ctx, v >= 6, req.timeout_ms);
+    // How long a cluster member waits for the new topics to be led (Kafka's CreateTopics
+    // timeout); one broker makes them at once.
+    let wait = Duration::from_millis(req.timeout_ms.max(0) as u64)
+        .min(crate::cluster::DEFAULT_CHANGE_WAIT);
     let mut created: Vec<Option<Result<Arc<Topic>, ApiError>>> = checked
         .iter()
         .map(|c| c.as_ref().err().map(|e| Err(e.clone())))
@@ -287,7 +313,7 @@ pub async fn create_topics(
         // One batch: one journal write before the files are made, and one after.
         let (index, asks): (Vec<usize>, Vec<NewTopic>) = asks.into_iter().unzip();
         let results = super::off_worker(|| {
-            broker.create_topics(asks, req.validate_only, &mut |w, n| {
+            broker.create_topics(asks, req.validate_only, wait, &mut |w, n| {
                 gate.check(&format!("creating topic '{w}'"), n)
             })
         });
@@ -300,7 +326,7 @@ pub async fn create_topics(
             let r = gate
                 .run(&what, |g| {
                     broker
-                        .create_topics(vec![ask.clone()], false, &mut |w, n| {
+                        .create_topics(vec![ask.clone()], false, wait, &mut |w, n| {
                             g(&format!("creating topic '{w}'"), n)
                         })
                         .pop()

@@ -19,7 +19,6 @@ use weir_log::{FileSlice, LogError};
 
 use crate::broker::Broker;
 use crate::partition::Partition;
-use crate::partition::LEADER_EPOCH;
 use crate::request::{FetchReply, RequestContext};
 use weir_kafka::acl::{Operation, ResourceType};
 use weir_security::quota::Kind;
@@ -62,10 +61,9 @@ pub async fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest
             let target = match &topic {
                 Err(code) => Err(*code),
                 Ok(None) => Err(E::UnknownTopicOrPartition.code()),
-                Ok(Some(topic)) => usize::try_from(p.partition)
-                    .ok()
-                    .and_then(|i| topic.partitions.get(i).cloned())
-                    .ok_or(E::UnknownTopicOrPartition.code()),
+                Ok(Some(topic)) => broker
+                    .leader_replica(topic, p.partition)
+                    .map_err(|e| e.code),
             };
             wanted.push(Wanted {
                 topic_index: ti,
@@ -192,8 +190,20 @@ fn read_all(
                 continue;
             }
         };
-        if w.leader_epoch > LEADER_EPOCH {
-            pd.error_code = E::UnknownLeaderEpoch.code();
+        // Leadership may have moved while the fetch waited.
+        let refused = if !partition.is_leader() {
+            Some(E::NotLeaderOrFollower.code())
+        } else {
+            partition
+                .check_epoch(w.leader_epoch)
+                .err()
+                .map(|m| m.code())
+        };
+        if let Some(code) = refused {
+            pd.error_code = code;
+            pd.high_watermark = -1;
+            pd.last_stable_offset = -1;
+            pd.log_start_offset = -1;
             any_error = true;
             out.push((pd, None));
             continue;

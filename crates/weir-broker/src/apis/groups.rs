@@ -1,6 +1,8 @@
-//! The broker's side of the group APIs: FindCoordinator (this broker is every group's
-//! coordinator), and the rest handed to the group coordinator with what only the broker
-//! knows: which partitions exist, and what the client may do. As in Kafka, a group's
+//! The broker's side of the group APIs: FindCoordinator (a group's coordinator is the
+//! leader of its `__consumer_offsets` partition: this broker when it is alone), and the
+//! rest handed to the group coordinator with what only the broker knows: which partitions
+//! exist, whether this broker coordinates the group (else NOT_COORDINATOR, or
+//! COORDINATOR_LOAD_IN_PROGRESS while it loads it), and what the client may do. As in Kafka, a group's
 //! members need READ on it, describing it DESCRIBE, deleting it or its offsets DELETE;
 //! committing offsets of a topic needs READ on the topic, seeing them DESCRIBE.
 
@@ -54,8 +56,6 @@ pub fn find_coordinator(
     req: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
     let v = ctx.version;
-    let adv = broker.config.advertised(&ctx.listener);
-    let node = BrokerId(broker.config.node_id);
     // The offsets topic must exist before the coordinator is usable.
     let ready = if req.key_type == KEY_TYPE_GROUP {
         super::off_worker(|| broker.ensure_offsets_topic())
@@ -88,7 +88,11 @@ pub fn find_coordinator(
                 format!("{} may not describe {what} '{key}'", ctx.principal),
             ));
         }
-        ready.clone()
+        ready.clone()?;
+        if req.key_type == KEY_TYPE_TRANSACTION {
+            return Ok(broker.this_node(&ctx.listener));
+        }
+        broker.group_coordinator_node(key, &ctx.listener)
     };
     let mut resp = FindCoordinatorResponse::default();
     if v >= 4 {
@@ -98,17 +102,17 @@ pub fn find_coordinator(
             .map(|k| {
                 let mut c = Coordinator::default();
                 c.key = k.clone();
-                match &answer(k) {
-                    Ok(()) => {
-                        c.node_id = node;
-                        c.host = StrBytes::from_string(adv.host.clone());
-                        c.port = adv.port as i32;
+                match answer(k) {
+                    Ok(n) => {
+                        c.node_id = BrokerId(n.id);
+                        c.host = StrBytes::from_string(n.host);
+                        c.port = n.port as i32;
                     }
                     Err((code, msg)) => {
                         c.node_id = BrokerId(-1);
                         c.port = -1;
-                        c.error_code = *code;
-                        c.error_message = Some(StrBytes::from_string(msg.clone()));
+                        c.error_code = code;
+                        c.error_message = Some(StrBytes::from_string(msg));
                     }
                 }
                 c
@@ -116,10 +120,10 @@ pub fn find_coordinator(
             .collect();
     } else {
         match answer(&req.key) {
-            Ok(()) => {
-                resp.node_id = node;
-                resp.host = StrBytes::from_string(adv.host.clone());
-                resp.port = adv.port as i32;
+            Ok(n) => {
+                resp.node_id = BrokerId(n.id);
+                resp.host = StrBytes::from_string(n.host);
+                resp.port = n.port as i32;
             }
             Err((code, msg)) => {
                 resp.node_id = BrokerId(-1);
@@ -166,11 +170,16 @@ pub fn offset_commit(
         resp.topics = topic_errors(&req.topics, GROUP_DENIED);
         return resp;
     }
+    if let Err(code) = broker.coordinates(&req.group_id) {
+        let mut resp = OffsetCommitResponse::default();
+        resp.topics = topic_errors(&req.topics, code);
+        return resp;
+    }
     let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics)
         .into_iter()
         .partition(|t| topic_may(broker, ctx, Operation::Read, &t.name));
     req.topics = allowed;
-    let exists = |topic: &str, partition: i32| broker.partition(topic, partition).is_some();
+    let exists = |topic: &str, partition: i32| broker.partition_exists(topic, partition);
     let mut resp = broker.groups.offset_commit(req, ctx.version, &exists);
     resp.topics.extend(topic_errors(&denied, TOPIC_DENIED));
     resp
@@ -192,11 +201,26 @@ pub fn offset_fetch(
             .map(|g| !may(broker, ctx, Operation::Describe, &g.group_id))
             .collect();
         let listed: Vec<bool> = req.groups.iter().map(|g| g.topics.is_some()).collect();
+        let elsewhere: Vec<Option<i16>> = req
+            .groups
+            .iter()
+            .map(|g| broker.coordinates(&g.group_id).err())
+            .collect();
         let mut resp = broker.groups.offset_fetch(req, v);
-        for ((g, denied), listed) in resp.groups.iter_mut().zip(denied).zip(listed) {
-            if denied {
+        for (((g, denied), listed), elsewhere) in resp
+            .groups
+            .iter_mut()
+            .zip(denied)
+            .zip(listed)
+            .zip(elsewhere)
+        {
+            if denied || elsewhere.is_some() {
                 *g = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-                g.error_code = GROUP_DENIED;
+                g.error_code = if denied {
+                    GROUP_DENIED
+                } else {
+                    elsewhere.unwrap_or_default()
+                };
                 continue;
             }
             hide_topics(
@@ -245,6 +269,11 @@ pub fn offset_fetch(
             .collect();
         return resp;
     }
+    if let Err(code) = broker.coordinates(&req.group_id) {
+        let mut resp = OffsetFetchResponse::default();
+        resp.error_code = code;
+        return resp;
+    }
     let listed = req.topics.is_some();
     let mut resp = broker.groups.offset_fetch(req, v);
     hide_topics(
@@ -287,6 +316,9 @@ pub async fn join_group(
     if !may(broker, ctx, Operation::Read, &req.group_id) {
         return weir_group::join_group_error(&req.member_id, ctx.version, GROUP_DENIED);
     }
+    if let Err(code) = broker.coordinates(&req.group_id) {
+        return weir_group::join_group_error(&req.member_id, ctx.version, code);
+    }
     // Kafka reports client hosts as "/<ip>".
     let host = format!("/{}", ctx.peer.ip());
     broker
@@ -303,6 +335,9 @@ pub async fn sync_group(
     if !may(broker, ctx, Operation::Read, &req.group_id) {
         return SyncGroupResponse::default().with_error_code(GROUP_DENIED);
     }
+    if let Err(code) = broker.coordinates(&req.group_id) {
+        return SyncGroupResponse::default().with_error_code(code);
+    }
     broker.groups.sync_group(req, ctx.version).await
 }
 
@@ -314,6 +349,9 @@ pub fn heartbeat(
     if !may(broker, ctx, Operation::Read, &req.group_id) {
         return HeartbeatResponse::default().with_error_code(GROUP_DENIED);
     }
+    if let Err(code) = broker.coordinates(&req.group_id) {
+        return HeartbeatResponse::default().with_error_code(code);
+    }
     broker.groups.heartbeat(req, ctx.version)
 }
 
@@ -324,6 +362,9 @@ pub fn leave_group(
 ) -> LeaveGroupResponse {
     if !may(broker, ctx, Operation::Read, &req.group_id) {
         return LeaveGroupResponse::default().with_error_code(GROUP_DENIED);
+    }
+    if let Err(code) = broker.coordinates(&req.group_id) {
+        return LeaveGroupResponse::default().with_error_code(code);
     }
     broker.groups.leave_group(req, ctx.version)
 }
@@ -354,6 +395,10 @@ pub fn describe_groups(
             *g = DescribedGroup::default()
                 .with_group_id(g.group_id.clone())
                 .with_error_code(GROUP_DENIED);
+        } else if let Err(code) = broker.coordinates(&g.group_id) {
+            *g = DescribedGroup::default()
+                .with_group_id(g.group_id.clone())
+                .with_error_code(code);
         } else if with_ops {
             g.authorized_operations =
                 broker.authorized_operations(ctx, ResourceType::Group, &g.group_id);
@@ -370,12 +415,24 @@ pub fn delete_groups(
     let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut req.groups_names)
         .into_iter()
         .partition(|g| may(broker, ctx, Operation::Delete, g));
-    req.groups_names = allowed;
+    let (here, elsewhere): (Vec<_>, Vec<_>) = allowed
+        .into_iter()
+        .map(|g| {
+            let code = broker.coordinates(&g).err();
+            (g, code)
+        })
+        .partition(|(_, code)| code.is_none());
+    req.groups_names = here.into_iter().map(|(g, _)| g).collect();
     let mut resp = broker.groups.delete_groups(req, ctx.version);
     resp.results.extend(denied.into_iter().map(|g| {
         DeletableGroupResult::default()
             .with_group_id(g)
             .with_error_code(GROUP_DENIED)
+    }));
+    resp.results.extend(elsewhere.into_iter().map(|(g, code)| {
+        DeletableGroupResult::default()
+            .with_group_id(g)
+            .with_error_code(code.unwrap_or_default())
     }));
     resp
 }
@@ -387,6 +444,9 @@ pub fn offset_delete(
 ) -> OffsetDeleteResponse {
     if !may(broker, ctx, Operation::Delete, &req.group_id) {
         return OffsetDeleteResponse::default().with_error_code(GROUP_DENIED);
+    }
+    if let Err(code) = broker.coordinates(&req.group_id) {
+        return OffsetDeleteResponse::default().with_error_code(code);
     }
     let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics)
         .into_iter()

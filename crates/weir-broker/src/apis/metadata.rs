@@ -16,7 +16,6 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
 use crate::broker::{Broker, NewTopic};
-use crate::partition::LEADER_EPOCH;
 use crate::request::RequestContext;
 use crate::throttled_log::ThrottledLog;
 use weir_kafka::acl::{Operation, ResourceType};
@@ -36,13 +35,20 @@ pub fn cluster_operations(broker: &Broker, ctx: &RequestContext) -> i32 {
     }
 }
 
-pub fn broker_entry(broker: &Broker, ctx: &RequestContext) -> MetadataResponseBroker {
-    let adv = broker.config.advertised(&ctx.listener);
-    let mut b = MetadataResponseBroker::default();
-    b.node_id = BrokerId(broker.config.node_id);
-    b.host = StrBytes::from_string(adv.host.clone());
-    b.port = adv.port as i32;
-    b
+/// Every live broker with an endpoint on the client's listener.
+pub fn broker_entries(broker: &Broker, ctx: &RequestContext) -> Vec<MetadataResponseBroker> {
+    broker
+        .live_brokers(&ctx.listener)
+        .into_iter()
+        .map(|n| {
+            let mut b = MetadataResponseBroker::default();
+            b.node_id = BrokerId(n.id);
+            b.host = StrBytes::from_string(n.host);
+            b.port = n.port as i32;
+            b.rack = n.rack.map(StrBytes::from_string);
+            b
+        })
+        .collect()
 }
 
 fn topic_entry(
@@ -64,29 +70,50 @@ fn topic_entry(
         t.topic_authorized_operations =
             broker.authorized_operations(ctx, ResourceType::Topic, &topic.name);
     }
-    let node = BrokerId(broker.config.node_id);
+    let me = broker.config.node_id;
     t.partitions = topic
         .partitions
         .iter()
         .enumerate()
-        .map(|(i, part)| {
+        .map(|(i, view)| {
             let mut p = MetadataResponsePartition::default();
             p.partition_index = i as i32;
-            if version >= 7 {
-                p.leader_epoch = LEADER_EPOCH;
+            p.replica_nodes = view.replicas.iter().map(|r| BrokerId(*r)).collect();
+            // A replica is offline when its broker is gone, or when it is this broker's
+            // and sits on a failed disk.
+            let local_offline = view.replica.as_ref().is_some_and(|r| r.is_offline());
+            let offline = |r: i32| !broker.is_live(r) || (r == me && local_offline);
+            if version >= 5 {
+                p.offline_replicas = view
+                    .replicas
+                    .iter()
+                    .filter(|r| offline(**r))
+                    .map(|r| BrokerId(*r))
+                    .collect();
             }
-            p.replica_nodes = vec![node];
-            if part.is_offline() {
-                // Its only replica is on a failed disk: no leader, as Kafka reports a
-                // partition whose replicas are all offline.
-                p.error_code = E::LeaderNotAvailable.code();
-                p.leader_id = BrokerId(-1);
-                if version >= 5 {
-                    p.offline_replicas = vec![node];
+            match &view.leadership {
+                Some(l) => {
+                    if version >= 7 {
+                        p.leader_epoch = l.leader_epoch;
+                    }
+                    p.isr_nodes = l.isr.iter().map(|r| BrokerId(*r)).collect();
+                    if l.leader >= 0 && !offline(l.leader) {
+                        p.leader_id = BrokerId(l.leader);
+                    } else {
+                        // No replica can lead: as Kafka reports a partition whose
+                        // replicas are all offline.
+                        p.error_code = E::LeaderNotAvailable.code();
+                        p.leader_id = BrokerId(-1);
+                    }
                 }
-            } else {
-                p.leader_id = node;
-                p.isr_nodes = vec![node];
+                None => {
+                    // Not yet led: the controller elects its first leader shortly.
+                    p.error_code = E::LeaderNotAvailable.code();
+                    p.leader_id = BrokerId(-1);
+                    if version >= 7 {
+                        p.leader_epoch = -1;
+                    }
+                }
             }
             p
         })
@@ -116,12 +143,12 @@ pub fn metadata(
 ) -> MetadataResponse {
     let v = ctx.version;
     let mut resp = MetadataResponse::default();
-    resp.brokers = vec![broker_entry(broker, ctx)];
+    resp.brokers = broker_entries(broker, ctx);
     if v >= 2 {
         resp.cluster_id = Some(StrBytes::from_string(broker.cluster_id().to_string()));
     }
     if v >= 1 {
-        resp.controller_id = BrokerId(broker.config.node_id);
+        resp.controller_id = BrokerId(broker.controller_id());
     }
     if req.include_cluster_authorized_operations && (8..=10).contains(&v) {
         resp.cluster_authorized_operations = cluster_operations(broker, ctx);
@@ -295,18 +322,16 @@ fn auto_create(broker: &Broker, ctx: &RequestContext, names: Vec<String>) -> Aut
                 .insert(name, Err(E::UnknownTopicOrPartition.code()));
         } else {
             total += each;
-            asks.push(NewTopic {
-                name,
-                partitions: each as i32,
-                overrides: BTreeMap::new(),
-            });
+            asks.push(NewTopic::new(name, each as i32, BTreeMap::new()));
         }
     }
     let names: Vec<String> = asks.iter().map(|a| a.name.clone()).collect();
     let mut throttle_ms = 0u32;
     let limit = super::mutation_limit(broker, ctx);
     let results = super::off_worker(|| {
-        broker.create_topics(asks, false, &mut |w, n| {
+        // Not waited for in a cluster: the client is answered LEADER_NOT_AVAILABLE for
+        // partitions not yet led, and asks again, as against Kafka.
+        broker.create_topics(asks, false, Duration::ZERO, &mut |w, n| {
             broker
                 .mutations
                 .record(&limit, n, Instant::now())

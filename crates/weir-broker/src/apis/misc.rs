@@ -80,14 +80,20 @@ pub fn describe_cluster(
     req: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
     let mut resp = DescribeClusterResponse::default();
-    let adv = broker.config.advertised(&ctx.listener);
-    let mut b = DescribeClusterBroker::default();
-    b.broker_id = BrokerId(broker.config.node_id);
-    b.host = StrBytes::from_string(adv.host.clone());
-    b.port = adv.port as i32;
-    resp.brokers = vec![b];
+    resp.brokers = broker
+        .live_brokers(&ctx.listener)
+        .into_iter()
+        .map(|n| {
+            let mut b = DescribeClusterBroker::default();
+            b.broker_id = BrokerId(n.id);
+            b.host = StrBytes::from_string(n.host);
+            b.port = n.port as i32;
+            b.rack = n.rack.map(StrBytes::from_string);
+            b
+        })
+        .collect();
     resp.cluster_id = StrBytes::from_string(broker.cluster_id().to_string());
-    resp.controller_id = BrokerId(broker.config.node_id);
+    resp.controller_id = BrokerId(broker.controller_id());
     if req.include_cluster_authorized_operations {
         resp.cluster_authorized_operations = cluster_operations(broker, ctx);
     }

@@ -21,12 +21,12 @@ use kafka_protocol::ResponseError as E;
 
 use crate::broker::Broker;
 use crate::partition::Partition;
-use crate::partition::LEADER_EPOCH;
 use crate::request::RequestContext;
 use weir_kafka::acl::{Operation, ResourceType};
 
-/// The partition, if the client may do `op` to its topic (checked first, so a denied
-/// client cannot learn whether it exists) and it exists.
+/// The partition's replica this broker leads, if the client may do `op` to its topic
+/// (checked first, so a denied client cannot learn whether it exists), it exists, and
+/// this broker leads it.
 fn resolve(
     broker: &Broker,
     allowed: bool,
@@ -36,19 +36,10 @@ fn resolve(
     if !allowed {
         return Err(E::TopicAuthorizationFailed.code());
     }
-    broker
-        .partition(topic, partition)
-        .ok_or(E::UnknownTopicOrPartition.code())
-}
-
-/// The leader-epoch check of requests that carry the client's view of it. The epoch never
-/// changes (one node leads forever), so a client can be ahead of it but never behind.
-fn check_epoch(current: i32) -> Result<(), i16> {
-    if current > LEADER_EPOCH {
-        Err(E::UnknownLeaderEpoch.code())
-    } else {
-        Ok(())
-    }
+    let t = broker
+        .topic(topic)
+        .ok_or(E::UnknownTopicOrPartition.code())?;
+    broker.leader_replica(&t, partition).map_err(|e| e.code)
 }
 
 pub fn list_offsets(
@@ -70,7 +61,8 @@ pub fn list_offsets(
             pr.offset = -1;
             let result = resolve(broker, allowed, &name, p.partition_index).and_then(|part| {
                 if v >= 4 {
-                    check_epoch(p.current_leader_epoch)?;
+                    part.check_epoch(p.current_leader_epoch)
+                        .map_err(|m| m.code())?;
                 }
                 let mut log = part.lock_log().map_err(|e| e.kafka_error_code())?;
                 let found = part
@@ -121,7 +113,8 @@ pub fn offset_for_leader_epoch(
             pr.leader_epoch = -1;
             pr.end_offset = -1;
             let result = resolve(broker, allowed, &name, p.partition).and_then(|part| {
-                check_epoch(p.current_leader_epoch)?;
+                part.check_epoch(p.current_leader_epoch)
+                    .map_err(|m| m.code())?;
                 let log = part.lock_log().map_err(|e| e.kafka_error_code())?;
                 Ok(log
                     .leader_epochs()

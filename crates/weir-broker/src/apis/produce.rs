@@ -124,23 +124,28 @@ pub async fn produce(
                         format!("clients may not write to the internal topic '{name}'"),
                     ));
                 }
-                let partition = usize::try_from(pd.index)
-                    .ok()
-                    .and_then(|i| topic.partitions.get(i))
-                    .ok_or_else(|| {
-                        ApiError::new(
-                            E::UnknownTopicOrPartition,
-                            format!("topic '{name}' has no partition {}", pd.index),
-                        )
+                let partition = broker
+                    .leader_replica(topic, pd.index)
+                    .map_err(|e| ApiError {
+                        code: e.code,
+                        message: e.message,
                     })?;
-                if acks == -1 && topic.config.min_insync_replicas > 1 {
-                    return Err(ApiError::new(
-                        E::NotEnoughReplicas,
-                        format!(
-                            "min.insync.replicas={} but this single broker is the only replica",
-                            topic.config.min_insync_replicas
-                        ),
-                    ));
+                if acks == -1 {
+                    let in_sync = topic
+                        .partition(pd.index)
+                        .and_then(|v| v.leadership.as_ref())
+                        .map_or(0, |l| l.isr.len());
+                    let wanted = topic.config.min_insync_replicas.max(1) as usize;
+                    if in_sync < wanted {
+                        return Err(ApiError::new(
+                            E::NotEnoughReplicas,
+                            format!(
+                                "min.insync.replicas={wanted} but {name}-{} has {in_sync} \
+                                 in-sync replicas",
+                                pd.index
+                            ),
+                        ));
+                    }
                 }
                 let records = pd
                     .records
@@ -158,6 +163,7 @@ pub async fn produce(
             })();
             let result = match checked {
                 Ok((partition, produced, topic)) => {
+                    let partition = &*partition;
                     // Validating a compressed batch inflates it (up to
                     // MAX_DECOMPRESSED_BATCH_BYTES): only so many run at once, which bounds
                     // the memory a flood of decompression bombs can take.
