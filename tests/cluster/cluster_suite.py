@@ -73,14 +73,18 @@ def wait(what, timeout, f, step=0.05):
 class Etcd:
     def __init__(self, work):
         self.client = "127.0.0.1:%d" % free_port()
-        peer = "http://127.0.0.1:%d" % free_port()
+        self.peer = "http://127.0.0.1:%d" % free_port()
+        self.dir = os.path.join(work, "etcd")
         self.log = open(os.path.join(work, "etcd.log"), "ab")
+        self.start()
+
+    def start(self):
         self.proc = subprocess.Popen(
-            ["etcd", "--name", "weir-cluster-test", "--data-dir", os.path.join(work, "etcd"),
+            ["etcd", "--name", "weir-cluster-test", "--data-dir", self.dir,
              "--listen-client-urls", "http://" + self.client,
              "--advertise-client-urls", "http://" + self.client,
-             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", "weir-cluster-test=" + peer],
+             "--listen-peer-urls", self.peer, "--initial-advertise-peer-urls", self.peer,
+             "--initial-cluster", "weir-cluster-test=" + self.peer],
             stdout=self.log, stderr=self.log)
         wait("etcd listening", 20, lambda: socket.create_connection(
             ("127.0.0.1", int(self.client.split(":")[1])), 0.2))
@@ -195,6 +199,9 @@ def main():
         coordinator(brokers)
         controller_failover(brokers, everyone)
         broker_loss(brokers, everyone)
+        shared_state(brokers)
+        controlled_shutdown(brokers, everyone)
+        etcd_outage(etcd, brokers, everyone)
         taken_id(work, etcd, brokers)
         ok = not failures
     finally:
@@ -340,10 +347,92 @@ def broker_loss(brokers, everyone):
     n = sum(produce(alive, topic, 20, partition=p, timeout=10) for p in others)
     check(n == 20 * len(others), "the other partitions take records while it is down (%d)" % n)
     victim.start()
-    took = wait("its partitions back", 30, lambda: all(l >= 0 for l in leaders(everyone, topic).values()))
-    check(leaders(everyone, topic) == before, "it leads its partitions again once restarted (%.1f s)" % took)
+    try:
+        took = wait("its partitions back", 30, lambda: leaders(everyone, topic) == before)
+        check(True, "it leads its partitions again once restarted (%.1f s)" % took)
+    except TimeoutError:
+        check(False, "it leads its partitions again once restarted: %s, was %s"
+              % (leaders(everyone, topic), before))
     got = count(everyone, topic, range(6))
     check(got == 600 + n, "every acknowledged record is there (%d of %d)" % (got, 600 + n))
+
+
+def shared_state(brokers):
+    """Dynamic broker configs, quotas and SCRAM users changed through one broker are what
+    the others enforce."""
+    b1, b3 = brokers[1].addr, brokers[3].addr
+    r = weir("configs", "alter", "--bootstrap", b1, "--broker-defaults",
+             "--add-config", "log.retention.ms=3600000")
+    check(r.returncode == 0, "weir configs alter --broker-defaults through broker 1 " + r.stderr.decode()[-200:])
+
+    def seen_by_3():
+        d = weir("configs", "describe", "--bootstrap", b3, "--broker", "3", "--json")
+        return any(c.get("name") == "log.retention.ms" and c.get("value") == "3600000"
+                   for c in json.loads(d.stdout))
+    try:
+        wait("broker 3 applies it", 10, seen_by_3)
+        check(True, "broker 3 applies a broker default set through broker 1")
+    except TimeoutError:
+        check(False, "broker 3 applies a broker default set through broker 1")
+    r = weir("quotas", "alter", "--bootstrap", b1, "--client-id", "shared-q",
+             "--add-config", "producer_byte_rate=1048576")
+    check(r.returncode == 0, "weir quotas alter through broker 1 " + r.stderr.decode()[-200:])
+    d = weir("quotas", "describe", "--bootstrap", b3, "--json")
+    check(b"shared-q" in d.stdout, "the quota is there through broker 3")
+    from confluent_kafka.admin import UserScramCredentialUpsertion, ScramCredentialInfo, ScramMechanism
+    a1 = AdminClient({"bootstrap.servers": b1})
+    up = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                      b"alice-secret")
+    a1.alter_user_scram_credentials([up])["alice"].result(15)
+    a3 = AdminClient({"bootstrap.servers": b3})
+    described = a3.describe_user_scram_credentials(["alice"])["alice"].result(15)
+    check(len(described.scram_credential_infos) == 1,
+          "a SCRAM user added through broker 1 is described by the cluster")
+
+
+def controlled_shutdown(brokers, everyone):
+    """SIGTERM: the broker leaves at once (its lease revoked), so what it led is offline
+    without waiting for the session to lapse, and it leads again after a restart."""
+    victim = brokers[3]
+    before = leaders(everyone, "spread")
+    mine = [p for p, l in before.items() if l == 3]
+    t0 = time.time()
+    code = victim.term()
+    stopped = time.time() - t0
+    alive = ",".join(b.addr for i, b in brokers.items() if i != 3)
+    took = wait("its partitions offline", 10, lambda: all(
+        leaders(alive, "spread")[p] == -1 for p in mine))
+    check(code == 0 and took < SESSION_MS / 1000,
+          "SIGTERM: broker 3 stops cleanly (%.1f s) and the others see it gone at once "
+          "(%.1f s, before its %d ms session would lapse)" % (stopped, took, SESSION_MS))
+    victim.start()
+    wait("back", 20, lambda: leaders(everyone, "spread") == before)
+    check(count(everyone, "spread", range(6)) == 300, "its records are all there after the restart")
+
+
+def etcd_outage(etcd, brokers, everyone):
+    """etcd away: brokers serve what they lead with the metadata they have, refuse topic
+    changes saying why, and catch up once it is back."""
+    etcd.stop()
+    time.sleep(1)
+    n = produce(everyone, "spread", 120)
+    check(n == 120, "while etcd is away, every partition still takes records (%d of 120)" % n)
+    r = weir("topics", "create", "--bootstrap", brokers[1].addr, "--topic", "during-outage",
+             "--partitions", "1", timeout=60)
+    check(r.returncode != 0 and b"etcd" in r.stderr,
+          "while etcd is away, creating a topic is refused, naming etcd: %s" % r.stderr.decode().strip()[-200:])
+    etcd.start()
+    ok = False
+    for _ in range(40):
+        r = weir("topics", "create", "--bootstrap", brokers[1].addr, "--topic", "after-outage",
+                 "--partitions", "3", "--if-not-exists")
+        if r.returncode == 0:
+            ok = True
+            break
+        time.sleep(0.5)
+    check(ok, "once etcd is back, topics are created again")
+    wait("led", 20, lambda: all(l >= 0 for l in leaders(everyone, "after-outage").values()))
+    check(count(everyone, "spread", range(6)) == 420, "nothing acknowledged during the outage is lost")
 
 
 def taken_id(work, etcd, brokers):

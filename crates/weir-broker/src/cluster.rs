@@ -169,6 +169,7 @@ pub fn join(config: &mut BrokerConfig, settings: &ClusterSettings) -> Result<Mem
             ));
         }
     }
+    adopt_local_documents(config, &session);
     config.log_manager.cluster_id = Some(session.cluster_id().to_string());
     tracing::info!(
         cluster_id = session.cluster_id(),
@@ -183,6 +184,51 @@ pub fn join(config: &mut BrokerConfig, settings: &ClusterSettings) -> Result<Mem
         coordinated: RwLock::new(BTreeMap::new()),
         last: Mutex::new(Arc::new(MetadataImage::default())),
     })
+}
+
+/// The SCRAM users, ACLs and quotas of a joining broker's data directory (`weir users
+/// add` and `weir acls add --data-dir` write them there, for the first administrator)
+/// become the cluster's where the cluster has none yet; where it has its own, the local
+/// file is left unused, and the log says so.
+fn adopt_local_documents(config: &BrokerConfig, session: &Cluster) {
+    let files = [
+        (Document::Users, weir_security::sasl::USERS_FILE),
+        (Document::Acls, weir_security::acl::ACLS_FILE),
+        (Document::Quotas, weir_security::quota::QUOTAS_FILE),
+    ];
+    for (doc, file) in files {
+        let path = config.log_dirs[0].join(file);
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        let s = session.clone();
+        let adopted = session.block_on(async move { s.replace_document(doc, bytes, 0).await });
+        match adopted {
+            Ok(Replaced::Done(_)) => tracing::info!(
+                "{} became the cluster's {}: the cluster had none",
+                path.display(),
+                doc.name()
+            ),
+            Ok(Replaced::Conflict(_)) => tracing::warn!(
+                "{} is not used: the cluster keeps its {} in etcd (change them with Kafka's \
+                 admin APIs, or weir's --bootstrap commands)",
+                path.display(),
+                doc.name()
+            ),
+            Err(e) => tracing::warn!("{}: not adopted into the cluster: {e}", path.display()),
+        }
+    }
+    if config.log_dirs[0]
+        .join(crate::dynamic_config::FILE)
+        .exists()
+    {
+        tracing::warn!(
+            "{} is not used: a cluster keeps its dynamic broker configs in etcd",
+            config.log_dirs[0]
+                .join(crate::dynamic_config::FILE)
+                .display()
+        );
+    }
 }
 
 impl Membership {

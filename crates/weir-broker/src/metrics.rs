@@ -50,6 +50,25 @@ pub fn connections(open: usize) {
     metrics::gauge!("weir_connections").set(open as f64);
 }
 
+/// A cluster member's view: whether etcd answers (0 while the broker serves on its last
+/// metadata), whether it is the controller (Kafka's ActiveControllerCount), how many live
+/// brokers it sees, and the partitions without a live leader (OfflinePartitionsCount).
+fn cluster_gauges(broker: &Broker, m: &crate::cluster::Membership) {
+    let image = m.image();
+    metrics::gauge!("weir_cluster_etcd_connected").set(u8::from(m.session.is_connected()) as f64);
+    metrics::gauge!("weir_cluster_active_controller")
+        .set(u8::from(m.session.is_controller()) as f64);
+    metrics::gauge!("weir_cluster_live_brokers").set(image.brokers.len() as f64);
+    metrics::gauge!("weir_cluster_metadata_revision").set(image.revision as f64);
+    let offline = broker
+        .all_topics()
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .filter(|v| v.leader().is_none_or(|l| !broker.is_live(l)))
+        .count();
+    metrics::gauge!("weir_cluster_offline_partitions").set(offline as f64);
+}
+
 /// Starts the Prometheus endpoint and a task that copies every partition's log metrics
 /// into gauges every few seconds.
 pub fn serve(addr: SocketAddr, broker: Arc<Broker>) -> Result<(), String> {
@@ -66,6 +85,9 @@ pub fn serve(addr: SocketAddr, broker: Arc<Broker>) -> Result<(), String> {
         loop {
             // Kafka's OfflineLogDirectoryCount.
             metrics::gauge!("weir_offline_log_dirs").set(broker.logs.offline_dirs().len() as f64);
+            if let Some(m) = &broker.cluster {
+                cluster_gauges(&broker, m);
+            }
             for (tp, m) in broker.logs.metrics() {
                 let labels = [
                     ("topic", tp.topic.to_string()),

@@ -33,6 +33,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::ElectLeaders, 0, 2),
     // After a v0 handshake the SASL tokens go as bare frames; v1 wraps them in
     // SaslAuthenticate. librdkafka asks for v0 in the range before it uses v1.
     (ApiKey::SaslHandshake, 0, 1),

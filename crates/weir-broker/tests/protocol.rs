@@ -394,6 +394,15 @@ fn request(api: ApiKey, topic: &str, v: i16) -> RequestKind {
             r.entries.push(entry);
             RequestKind::AlterClientQuotas(r)
         }
+        ApiKey::ElectLeaders => {
+            let mut t = elect_leaders_request::TopicPartitions::default();
+            t.topic = name();
+            t.partitions = vec![0];
+            let mut r = ElectLeadersRequest::default();
+            r.topic_partitions = Some(vec![t]);
+            r.timeout_ms = 1000;
+            RequestKind::ElectLeaders(r)
+        }
         other => panic!("no test request for {other:?}"),
     }
 }

@@ -65,6 +65,8 @@ pub struct Asks {
     pub preferred: BTreeSet<PartitionName>,
     /// `unclean.leader.election.enable` for topics that do not set it.
     pub unclean_default: bool,
+    /// Leaderless partitions any live replica may lead (ElectLeaders, unclean).
+    pub unclean: BTreeSet<PartitionName>,
     /// Brokers that restarted since the controller last looked (Kafka's "bounced"
     /// brokers): what they led is elected again.
     pub bounced: BTreeSet<i32>,
@@ -81,10 +83,12 @@ pub fn plan(image: &MetadataImage, asks: &Asks) -> Vec<StateChange> {
             .map_or(asks.unclean_default, |v| v.eq_ignore_ascii_case("true"));
         for (p, replicas) in t.assignment.iter().enumerate() {
             let p = p as i32;
-            let preferred = asks.preferred.contains(&PartitionName {
+            let name = PartitionName {
                 topic: t.name.clone(),
                 partition: p,
-            });
+            };
+            let preferred = asks.preferred.contains(&name);
+            let unclean = unclean || asks.unclean.contains(&name);
             let bounced = t.state(p).is_some_and(|s| asks.bounced.contains(&s.leader));
             if let Some((state, why)) = decide(image, t, p, replicas, preferred, unclean, bounced) {
                 out.push(StateChange {

@@ -179,12 +179,15 @@ pub struct PartitionName {
 }
 
 /// `{prefix}/admin/preferred_replica_election`: partitions whose preferred replica should
-/// lead again. The controller elects and removes the key.
+/// lead again, and (ElectLeaders' unclean elections) leaderless ones any live replica may
+/// lead. The controller elects and removes the key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PreferredElectionRecord {
     #[serde(default = "version")]
     pub version: u32,
     pub partitions: Vec<PartitionName>,
+    #[serde(default)]
+    pub unclean: Vec<PartitionName>,
 }
 
 /// A record as JSON bytes.

@@ -584,24 +584,32 @@ impl Cluster {
         ))
     }
 
-    /// Asks the controller to make the preferred replica of `partitions` lead again.
-    pub async fn request_preferred_election(
+    /// Asks the controller to make the preferred replica of `preferred` lead again, and
+    /// to elect any live replica of the leaderless `unclean` ones.
+    pub async fn request_election(
         &self,
-        partitions: Vec<PartitionName>,
+        preferred: Vec<PartitionName>,
+        unclean: Vec<PartitionName>,
     ) -> Result<(), OpError> {
         let key = self.inner.keys.preferred_election();
         for _ in 0..16 {
             let current = self.inner.etcd.get(&key).await?;
-            let (mut all, when) = match &current {
-                None => (BTreeSet::new(), Cmp::Absent(key.clone())),
-                Some(kv) => (
-                    decode::<PreferredElectionRecord>(&kv.value)
-                        .map(|r| r.partitions.into_iter().collect())
-                        .unwrap_or_default(),
-                    Cmp::ModRevision(key.clone(), kv.mod_revision),
-                ),
+            let (mut all, mut any, when) = match &current {
+                None => (BTreeSet::new(), BTreeSet::new(), Cmp::Absent(key.clone())),
+                Some(kv) => {
+                    let r = decode::<PreferredElectionRecord>(&kv.value).ok();
+                    (
+                        r.as_ref()
+                            .map(|r| r.partitions.iter().cloned().collect())
+                            .unwrap_or_default(),
+                        r.map(|r| r.unclean.into_iter().collect())
+                            .unwrap_or_default(),
+                        Cmp::ModRevision(key.clone(), kv.mod_revision),
+                    )
+                }
             };
-            all.extend(partitions.iter().cloned());
+            all.extend(preferred.iter().cloned());
+            any.extend(unclean.iter().cloned());
             let out = self
                 .inner
                 .etcd
@@ -612,6 +620,7 @@ impl Cluster {
                         value: encode(&PreferredElectionRecord {
                             version: RECORD_VERSION,
                             partitions: all.into_iter().collect(),
+                            unclean: any.into_iter().collect(),
                         }),
                         lease: 0,
                     }],
@@ -998,6 +1007,7 @@ async fn control(inner: &Inner, epoch: i32, created: i64) {
     let mut incarnations: BTreeMap<i32, String> = BTreeMap::new();
     let mut bounced: BTreeSet<i32> = BTreeSet::new();
     let mut preferred: BTreeSet<PartitionName> = BTreeSet::new();
+    let mut unclean: BTreeSet<PartitionName> = BTreeSet::new();
     let mut first = true;
     loop {
         let image = images.borrow_and_update().clone();
@@ -1024,9 +1034,11 @@ async fn control(inner: &Inner, epoch: i32, created: i64) {
         let election = image.preferred_election.clone();
         if let Some(e) = &election {
             preferred.extend(e.value.partitions.iter().cloned());
+            unclean.extend(e.value.unclean.iter().cloned());
         }
         let asks = Asks {
             preferred: std::mem::take(&mut preferred),
+            unclean: std::mem::take(&mut unclean),
             unclean_default: cfg.unclean_default,
             bounced: bounced.clone(),
         };
@@ -1074,6 +1086,7 @@ async fn control(inner: &Inner, epoch: i32, created: i64) {
             }
         } else {
             preferred.extend(asks.preferred);
+            unclean.extend(asks.unclean);
         }
         tokio::select! {
             _ = stop.changed() => return,

@@ -15,6 +15,7 @@ use weir_kafka::quota::CONTROLLER_MUTATION_RATE;
 
 mod acls;
 mod admin;
+mod elections;
 mod fetch;
 mod groups;
 mod metadata;
@@ -111,6 +112,9 @@ pub async fn handle(
         }
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(misc::init_producer_id(broker, ctx, r))
+        }
+        RequestKind::ElectLeaders(r) => {
+            ResponseKind::ElectLeaders(elections::elect_leaders(broker, ctx, r))
         }
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(misc::describe_cluster(broker, ctx, r))
