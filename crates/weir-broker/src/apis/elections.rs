@@ -89,7 +89,8 @@ pub fn elect_leaders(
                 })
         })
         .collect();
-    let mut waited: Option<Box<dyn Fn(&PartitionName) -> bool>> = None;
+    // What the controller elected within the timeout.
+    let mut elected: std::collections::BTreeSet<PartitionName> = Default::default();
     if let (Some(m), false) = (&broker.cluster, elect.is_empty()) {
         let (preferred, unclean) = if kind == PREFERRED {
             (elect.clone(), Vec::new())
@@ -119,14 +120,17 @@ pub fn elect_leaders(
                 })
         };
         super::off_worker(|| m.wait_until(timeout, || elect.iter().all(done)));
-        waited = Some(Box::new(done));
+        elected = elect.iter().filter(|n| done(n)).cloned().collect();
     }
-    answer(resp, outcomes, |n| match &waited {
-        Some(done) if done(n) => (0, None),
-        _ => (
-            E::RequestTimedOut.code(),
-            Some("the controller did not elect within the request's timeout".into()),
-        ),
+    answer(resp, outcomes, |n| {
+        if elected.contains(n) {
+            (0, None)
+        } else {
+            (
+                E::RequestTimedOut.code(),
+                Some("the controller did not elect within the request's timeout".into()),
+            )
+        }
     })
 }
 
