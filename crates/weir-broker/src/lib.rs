@@ -19,13 +19,18 @@
 //!   the operations that change topics, each all or nothing; [`topics`] and [`partition`]:
 //!   what it serves and how the topics are kept, and [`partition::Partition::append`], the
 //!   one way records reach a log.
+//! - [`cluster`]: a member of a cluster whose metadata is in etcd (`etcd.connect`): joining,
+//!   applying each metadata image (replicas made or removed, roles, configs, security
+//!   state, the groups it coordinates), and topic changes written to etcd; the session and
+//!   the controller are weir-cluster's.
 //! - [`descriptors`]: the file-descriptor budget, split between connections and logs;
 //!   [`mutation_quota`]: Kafka's controller mutation quota on creating and deleting.
 //! - [`config`]: Kafka's broker settings, checked at start-up; [`metrics`]: Prometheus.
 //!
 //! Wire messages are the `kafka-protocol` crate's; Kafka's vocabulary is weir-kafka's;
 //! records and storage are weir-record's and weir-log's; consumer groups are weir-group's;
-//! principals, ACLs and quotas are weir-security's.
+//! principals, ACLs and quotas are weir-security's; etcd and the controller are
+//! weir-cluster's.
 
 pub mod apis;
 pub mod broker;

@@ -27,7 +27,9 @@ use weir_security::quota::Kind;
 struct Wanted {
     topic_index: usize,
     partition: i32,
-    target: Result<Arc<Partition>, i16>,
+    /// The replica this broker leads, or the error and (where known) the leader's id and
+    /// epoch, which Fetch v12+ tells the client in `current_leader`.
+    target: Result<Arc<Partition>, (i16, Option<(i32, i32)>)>,
     fetch_offset: i64,
     max_bytes: usize,
     leader_epoch: i32,
@@ -59,11 +61,11 @@ pub async fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest
         };
         for p in &t.partitions {
             let target = match &topic {
-                Err(code) => Err(*code),
-                Ok(None) => Err(E::UnknownTopicOrPartition.code()),
+                Err(code) => Err((*code, None)),
+                Ok(None) => Err((E::UnknownTopicOrPartition.code(), None)),
                 Ok(Some(topic)) => broker
                     .leader_replica(topic, p.partition)
-                    .map_err(|e| e.code),
+                    .map_err(|e| (e.code, e.leader)),
             };
             wanted.push(Wanted {
                 topic_index: ti,
@@ -146,6 +148,9 @@ pub async fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest
                 if v < 11 {
                     pd.preferred_read_replica = BrokerId(-1);
                 }
+                if v < 12 {
+                    pd.current_leader = Default::default();
+                }
                 resp.responses[w.topic_index].partitions.push(pd);
                 records[w.topic_index].push(slice);
             }
@@ -180,8 +185,12 @@ fn read_all(
         pd.aborted_transactions = read_committed.then(Vec::new);
         let partition = match &w.target {
             Ok(p) => p,
-            Err(code) => {
+            Err((code, leader)) => {
                 pd.error_code = *code;
+                if let Some((id, epoch)) = leader {
+                    pd.current_leader.leader_id = BrokerId(*id);
+                    pd.current_leader.leader_epoch = *epoch;
+                }
                 pd.high_watermark = -1;
                 pd.last_stable_offset = -1;
                 pd.log_start_offset = -1;
