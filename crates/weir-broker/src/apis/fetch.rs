@@ -23,13 +23,16 @@ use crate::request::{FetchReply, RequestContext};
 use weir_kafka::acl::{Operation, ResourceType};
 use weir_security::quota::Kind;
 
+/// Why a partition is not read here: its error code, and the leader (id, epoch) if known.
+type Refusal = (i16, Option<(i32, i32)>);
+
 /// One requested partition, resolved.
 struct Wanted {
     topic_index: usize,
     partition: i32,
     /// The replica this broker leads, or the error and (where known) the leader's id and
     /// epoch, which Fetch v12+ tells the client in `current_leader`.
-    target: Result<Arc<Partition>, (i16, Option<(i32, i32)>)>,
+    target: Result<Arc<Partition>, Refusal>,
     fetch_offset: i64,
     max_bytes: usize,
     leader_epoch: i32,
