@@ -423,24 +423,32 @@ fn apply(broker: &Arc<Broker>, image: Arc<MetadataImage>) {
         &mut *m.last.lock().unwrap_or_else(|e| e.into_inner()),
         image.clone(),
     );
-    apply_broker_configs(broker, m, &image);
+    let defaults_changed = apply_broker_configs(broker, m, &image);
     apply_documents(broker, &previous, &image);
-    apply_topics(broker, &previous, &image);
+    apply_topics(broker, &previous, &image, defaults_changed);
     apply_coordination(broker, m);
     let (lock, cv) = &m.applied;
     *lock.lock().unwrap_or_else(|e| e.into_inner()) = image.revision;
     cv.notify_all();
 }
 
-fn apply_broker_configs(broker: &Broker, m: &Membership, image: &MetadataImage) {
+/// Takes the dynamic broker configs of the image; whether the log defaults changed (then
+/// every topic's config is resolved again).
+fn apply_broker_configs(broker: &Broker, m: &Membership, image: &MetadataImage) -> bool {
     let sets = broker_sets(image, &m.session.node_id().to_string());
     match broker.dynamic.install(sets) {
-        Ok(Some(_)) => tracing::info!("dynamic broker configs changed in the cluster's metadata"),
-        Ok(None) => {}
-        Err(e) => tracing::error!(
-            "dynamic broker configs in etcd do not apply ({}); keeping the ones before",
-            e.message
-        ),
+        Ok(Some(_)) => {
+            tracing::info!("dynamic broker configs changed in the cluster's metadata");
+            true
+        }
+        Ok(None) => false,
+        Err(e) => {
+            tracing::error!(
+                "dynamic broker configs in etcd do not apply ({}); keeping the ones before",
+                e.message
+            );
+            false
+        }
     }
 }
 
@@ -474,7 +482,12 @@ fn apply_documents(broker: &Broker, previous: &MetadataImage, image: &MetadataIm
 
 /// Every topic of the image as this broker serves it; topics gone from it removed with
 /// their replicas here.
-fn apply_topics(broker: &Arc<Broker>, previous: &MetadataImage, image: &MetadataImage) {
+fn apply_topics(
+    broker: &Arc<Broker>,
+    previous: &MetadataImage,
+    image: &MetadataImage,
+    defaults_changed: bool,
+) {
     let me = broker.config.node_id;
     let defaults = broker.log_defaults();
     let current = broker.all_topics();
@@ -494,7 +507,7 @@ fn apply_topics(broker: &Arc<Broker>, previous: &MetadataImage, image: &Metadata
             && previous.topic(name).is_some_and(|p| Arc::ptr_eq(p, ti))
             && previous.topic_configs.get(name).map(|c| c.mod_revision)
                 == image.topic_configs.get(name).map(|c| c.mod_revision)
-            && Arc::ptr_eq(&broker.log_defaults(), &defaults)
+            && !defaults_changed
             && liveness_unchanged(previous, image, ti);
         if unchanged {
             continue;
@@ -539,10 +552,12 @@ fn topic_view(
     have: Option<&Arc<Topic>>,
     defaults: &Arc<LogConfig>,
 ) -> Topic {
-    let config = resolve_config(image, &ti.name, defaults);
+    let mut config = resolve_config(image, &ti.name, defaults);
     let overrides = image.topic_config(&ti.name);
-    if have.is_some_and(|h| !Arc::ptr_eq(&h.config, &config)) {
-        broker.logs.update_topic_config(&ti.name, config.clone());
+    match have {
+        Some(h) if *h.config == *config => config = h.config.clone(),
+        Some(_) => broker.logs.update_topic_config(&ti.name, config.clone()),
+        None => {}
     }
     let mut partitions = Vec::with_capacity(ti.partition_count());
     for (p, replicas) in ti.assignment.iter().enumerate() {
