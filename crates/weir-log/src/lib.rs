@@ -35,7 +35,7 @@ pub mod validator;
 pub use config::{CleanupPolicy, ConfigError, LogConfig, TopicCompression};
 pub use error::{LogError, RejectedRecord, Result};
 pub use file_cache::{SegmentFileCache, DEFAULT_MAX_OPEN_SEGMENT_FILES};
-pub use log::{FetchData, LoadParams, LoadReport, LogAppendInfo, PartitionLog};
+pub use log::{FetchData, FollowerAppend, LoadParams, LoadReport, LogAppendInfo, PartitionLog};
 pub use manager::{
     is_disk_failure, lock_data_dir, DataDirLock, DirHealth, LogManager, LogManagerConfig,
     SharedLog, StartupReport,

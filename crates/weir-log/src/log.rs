@@ -109,6 +109,18 @@ pub struct PartitionLog {
     dir_dirty: bool,
     /// The open segment files this log shares with others (its manager's).
     files: Arc<SegmentFileCache>,
+    /// Whether other brokers hold replicas of this partition: then the high watermark is
+    /// the offset the in-sync replicas all have, and only the broker moves it
+    /// (`advance_high_watermark`). Otherwise (one replica) every append moves it.
+    replicated: bool,
+}
+
+/// What a follower appended: the offsets of the leader's batches it took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerAppend {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub batches: usize,
 }
 
 /// Why a partition log always has a segment (the last one is the active segment): loading
@@ -422,6 +434,7 @@ impl PartitionLog {
                 // Loading may have made, renamed or removed files.
                 dir_dirty: true,
                 files: files.clone(),
+                replicated: false,
             },
             report,
         ))
@@ -585,7 +598,9 @@ impl PartitionLog {
             &batch.pieces(),
         )?;
         self.log_end_offset = last_offset + 1;
-        self.high_watermark = self.log_end_offset;
+        if !self.replicated {
+            self.high_watermark = self.log_end_offset;
+        }
         if let Some(p) = &producer {
             self.producers.update(p);
         }
@@ -657,9 +672,126 @@ impl PartitionLog {
         self.active().append(last, max_ts.0, max_ts.1, records)?;
         debug_assert!(last >= self.log_end_offset, "offsets only increase");
         self.log_end_offset = last + 1;
-        self.high_watermark = self.log_end_offset;
+        if !self.replicated {
+            self.high_watermark = self.log_end_offset;
+        }
         debug_assert!(self.offsets_in_order(), "{}", self.offsets_for_message());
         Ok(())
+    }
+
+    /// Makes the log a replica of a partition other brokers hold too: from now on only
+    /// `advance_high_watermark` (and truncation) moves its high watermark. `checkpointed`
+    /// is the high watermark `replication-offset-checkpoint` kept for it (none: the log
+    /// start, so nothing is shown to consumers before the replicas agree on it).
+    pub fn set_replicated(&mut self, checkpointed: Option<i64>) {
+        if self.replicated {
+            return;
+        }
+        self.replicated = true;
+        self.high_watermark = checkpointed
+            .unwrap_or(self.log_start_offset)
+            .clamp(self.log_start_offset, self.log_end_offset);
+        debug_assert!(self.offsets_in_order(), "{}", self.offsets_for_message());
+    }
+
+    pub fn is_replicated(&self) -> bool {
+        self.replicated
+    }
+
+    /// Moves the high watermark up to `offset` (never past the log end, never back);
+    /// whether it moved.
+    pub fn advance_high_watermark(&mut self, offset: i64) -> bool {
+        let to = offset.min(self.log_end_offset);
+        if to <= self.high_watermark {
+            return false;
+        }
+        self.high_watermark = to;
+        true
+    }
+
+    /// Appends the leader's batches as a follower: they keep their offsets, their leader
+    /// epochs (which start epochs in the leader-epoch cache as on the leader) and their
+    /// producers' sequences, and go to the segment as they came. Every batch must be
+    /// RecordBatch v2 with a valid CRC, at or past the log end, offsets increasing. The
+    /// high watermark is not moved here (the leader says where it is).
+    pub fn append_as_follower(&mut self, records: &[u8], now_ms: i64) -> Result<FollowerAppend> {
+        let mut first = None;
+        let mut last = self.log_end_offset - 1;
+        let mut max_ts = (-1i64, last);
+        let mut epochs = Vec::new();
+        let mut producers = Vec::new();
+        let mut batches = 0;
+        let mut count = 0i64;
+        for item in weir_record::LogEntries::new(records) {
+            let (_, e) = item.map_err(|e| LogError::CorruptRecord(e.error.to_string()))?;
+            let LogEntry::V2(b) = &e else {
+                return Err(LogError::InvalidRecord(
+                    "a leader sends RecordBatch v2 only".into(),
+                ));
+            };
+            b.validate_crc()
+                .map_err(|e| LogError::CorruptRecord(format!("from the leader: {e}")))?;
+            if b.base_offset() <= last {
+                return Err(LogError::InvalidRecord(format!(
+                    "the leader's batch at offset {} is not above this replica's last \
+                     offset {last}",
+                    b.base_offset()
+                )));
+            }
+            first.get_or_insert(b.base_offset());
+            last = b.last_offset();
+            if b.max_timestamp() > max_ts.0 {
+                max_ts = (b.max_timestamp(), last);
+            }
+            epochs.push((b.partition_leader_epoch(), b.base_offset()));
+            if b.has_producer_id() {
+                producers.push((
+                    b.base_offset(),
+                    b.max_timestamp(),
+                    crate::segment::ProducerFields {
+                        producer_id: b.producer_id(),
+                        producer_epoch: b.producer_epoch(),
+                        base_sequence: b.base_sequence(),
+                        last_offset_delta: b.last_offset_delta(),
+                        transactional: b.is_transactional(),
+                        control: b.is_control(),
+                    },
+                ));
+            }
+            batches += 1;
+            count += b.records_count() as i64;
+        }
+        let Some(first) = first else {
+            return Ok(FollowerAppend {
+                first_offset: self.log_end_offset,
+                last_offset: self.log_end_offset - 1,
+                batches: 0,
+            });
+        };
+        self.maybe_roll(records.len() as u64, max_ts.0, first, last, now_ms)?;
+        self.active().append(last, max_ts.0, max_ts.1, records)?;
+        self.log_end_offset = last + 1;
+        let mut epochs_changed = false;
+        for (epoch, start) in epochs {
+            epochs_changed |= self.epochs.assign(epoch, start);
+        }
+        if epochs_changed {
+            self.epochs.flush()?;
+        }
+        for (base, ts, p) in &producers {
+            self.producers.replay(*base, *ts, p);
+        }
+        self.producers.advance_to(self.log_end_offset);
+        self.unflushed_messages += count;
+        if self.unflushed_messages >= self.config.flush_messages {
+            self.flush(now_ms)?;
+        }
+        debug_assert!(self.offsets_in_order(), "{}", self.offsets_for_message());
+        Ok(FollowerAppend {
+            first_offset: first,
+            last_offset: last,
+            batches,
+        })
     }
 
     fn maybe_roll(

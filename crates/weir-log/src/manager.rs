@@ -25,6 +25,10 @@ use crate::now_ms;
 
 pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
+/// The high watermarks of replicated partitions (Kafka's file, written by the broker's
+/// replica manager there): a restarted replica shows consumers no more than the replicas
+/// had agreed on.
+pub const REPLICATION_OFFSET_CHECKPOINT: &str = "replication-offset-checkpoint";
 pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 pub const LOCK_FILE: &str = ".lock";
@@ -191,6 +195,8 @@ pub fn is_disk_failure(err: &LogError) -> bool {
 struct State {
     logs: BTreeMap<TopicPartition, (usize, SharedLog)>,
     cleaner_checkpoints: BTreeMap<TopicPartition, i64>,
+    /// The high watermarks `replication-offset-checkpoint` held at start-up.
+    high_watermarks: BTreeMap<TopicPartition, i64>,
     cleaner_metrics: BTreeMap<TopicPartition, Cleanability>,
 }
 
@@ -379,6 +385,7 @@ impl LogManager {
         let now = now_ms();
         let mut jobs = Vec::new();
         let mut cleaner_checkpoints = BTreeMap::new();
+        let mut high_watermarks = BTreeMap::new();
         for (i, d) in dirs.iter().enumerate() {
             let clean_file = d.path.join(CLEAN_SHUTDOWN_FILE);
             let clean = clean_file.exists();
@@ -390,6 +397,10 @@ impl LogManager {
                 .map_err(unusable)?;
             cleaner_checkpoints.extend(
                 checkpoint::read_offsets(&d.path.join(CLEANER_OFFSET_CHECKPOINT))
+                    .map_err(unusable)?,
+            );
+            high_watermarks.extend(
+                checkpoint::read_offsets(&d.path.join(REPLICATION_OFFSET_CHECKPOINT))
                     .map_err(unusable)?,
             );
             for entry in fs::read_dir(&d.path).map_err(unusable)? {
@@ -481,6 +492,7 @@ impl LogManager {
                 state: RwLock::new(State {
                     logs,
                     cleaner_checkpoints,
+                    high_watermarks,
                     cleaner_metrics: BTreeMap::new(),
                 }),
                 shutdown: Mutex::new(false),
@@ -568,6 +580,11 @@ impl LogManager {
     }
 
     /// The log of a partition, if this broker has it.
+    /// The high watermark `replication-offset-checkpoint` held for `tp` at start-up.
+    pub fn checkpointed_high_watermark(&self, tp: &TopicPartition) -> Option<i64> {
+        self.state().high_watermarks.get(tp).copied()
+    }
+
     pub fn log(&self, tp: &TopicPartition) -> Option<SharedLog> {
         self.state().logs.get(tp).map(|(_, l)| l.clone())
     }
@@ -692,6 +709,7 @@ impl LogManager {
             let mut recovery = BTreeMap::new();
             let mut starts = BTreeMap::new();
             let mut cleaner = BTreeMap::new();
+            let mut high = BTreeMap::new();
             for (tp, (dir_index, log)) in state.logs.iter() {
                 if *dir_index != i {
                     continue;
@@ -699,6 +717,9 @@ impl LogManager {
                 let log = log.lock().unwrap_or_else(|e| e.into_inner());
                 recovery.insert(tp.clone(), log.recovery_point());
                 starts.insert(tp.clone(), log.log_start_offset());
+                if log.is_replicated() {
+                    high.insert(tp.clone(), log.high_watermark());
+                }
                 if let Some(c) = state.cleaner_checkpoints.get(tp) {
                     cleaner.insert(tp.clone(), *c);
                 }
@@ -713,6 +734,16 @@ impl LogManager {
                     })
                     .and_then(|()| {
                         checkpoint::write_offsets(&d.path.join(CLEANER_OFFSET_CHECKPOINT), &cleaner)
+                    })
+                    .and_then(|()| {
+                        let path = d.path.join(REPLICATION_OFFSET_CHECKPOINT);
+                        // Written once some partition is replicated; a single broker's
+                        // directories never get it.
+                        if high.is_empty() && !path.exists() {
+                            Ok(())
+                        } else {
+                            checkpoint::write_offsets(&path, &high)
+                        }
                     });
             if let Err(e) = written {
                 let e = LogError::Io(e);
