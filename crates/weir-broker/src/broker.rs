@@ -1144,7 +1144,9 @@ impl Broker {
         overrides: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<Arc<Topic>, ApiError> {
-        let ask = NewTopic::new(name, partitions, overrides);
+        let mut ask = NewTopic::new(name, partitions, overrides);
+        // Auto-created topics get `default.replication.factor` replicas, as in Kafka.
+        ask.replication_factor = self.config.default_replication_factor.max(1) as usize;
         self.create_topics(
             vec![ask],
             validate_only,
@@ -1425,12 +1427,30 @@ impl Broker {
             self.config.offsets_topic_segment_bytes.to_string(),
         );
         overrides.insert("compression.type".to_string(), "producer".to_string());
-        match self.create_topic(
+        let mut ask = NewTopic::new(
             OFFSETS_TOPIC,
             self.config.group.offsets_topic_partitions,
             overrides,
-            false,
-        ) {
+        );
+        // `offsets.topic.replication.factor`, at most the brokers there are now.
+        if let Some(s) = self.config.cluster.as_ref() {
+            let live = self.live_brokers(&self.config.listeners[0].name).len();
+            ask.replication_factor = s
+                .replication
+                .offsets_topic_replication_factor
+                .min(live)
+                .max(1);
+        }
+        let created = self
+            .create_topics(
+                vec![ask],
+                false,
+                crate::cluster::DEFAULT_CHANGE_WAIT,
+                &mut |_, _| Ok(()),
+            )
+            .pop()
+            .unwrap_or_else(|| Err(ApiError::new(E::UnknownServerError, "no answer")));
+        match created {
             Ok(t) => Ok(t),
             Err(e) if e.code == E::TopicAlreadyExists.code() => self.topic(OFFSETS_TOPIC).ok_or(
                 ApiError::new(E::CoordinatorNotAvailable, "offsets topic vanished"),

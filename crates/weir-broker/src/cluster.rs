@@ -24,6 +24,8 @@ use crate::broker::{check_request_total, Broker, NewTopic};
 use crate::config::{BrokerConfig, ClusterSettings};
 use crate::dynamic_config::{DynamicConfigs, Scope, Sets};
 use crate::partition::{Partition, Role};
+use crate::replica_fetcher::ReplicaFetchers;
+use crate::replica_set::StateStamp;
 use crate::topics::{PartitionView, Topic};
 
 /// How long a topic change waits, at most, for this broker to serve what it changed when
@@ -40,6 +42,8 @@ pub struct Membership {
     coordinated: RwLock<BTreeMap<i32, bool>>,
     /// The image applied last.
     last: Mutex<Arc<MetadataImage>>,
+    /// The fetchers of the replicas this broker follows with.
+    pub fetchers: ReplicaFetchers,
 }
 
 fn unavailable(e: OpError) -> ApiError {
@@ -183,6 +187,7 @@ pub fn join(config: &mut BrokerConfig, settings: &ClusterSettings) -> Result<Mem
         applied: (Mutex::new(0), Condvar::new()),
         coordinated: RwLock::new(BTreeMap::new()),
         last: Mutex::new(Arc::new(MetadataImage::default())),
+        fetchers: ReplicaFetchers::new(config.node_id, settings.replication.clone()),
     })
 }
 
@@ -386,7 +391,10 @@ pub fn start(broker: &Arc<Broker>) -> Result<(), String> {
             broker.logs.delete_log(&tp).map_err(|e| e.to_string())?;
         }
     }
+    m.fetchers
+        .start(tokio::runtime::Handle::current(), Arc::downgrade(broker));
     apply(broker, image);
+    tokio::spawn(shrink_isrs(Arc::downgrade(broker)));
     m.session.start()?;
     let weak = Arc::downgrade(broker);
     let session = m.session.clone();
@@ -522,6 +530,9 @@ fn apply_topics(
     broker.replace_topics(next, &removed);
     for t in removed {
         for r in t.replicas() {
+            if let Some(m) = &broker.cluster {
+                m.fetchers.unfollow(&r.tp);
+            }
             if let Err(e) = broker.logs.delete_log(&r.tp) {
                 tracing::error!("removing {} of a deleted topic: {e}", r.tp);
             }
@@ -563,6 +574,12 @@ fn topic_view(
     for (p, replicas) in ti.assignment.iter().enumerate() {
         let p = p as i32;
         let leadership = ti.state(p).cloned();
+        let stamp = ti.states.get(&p).map(|s| StateStamp {
+            leadership: s.value.state.clone(),
+            mod_revision: s.mod_revision,
+            topic_create_revision: ti.create_revision,
+            controller_epoch: s.value.controller_epoch,
+        });
         let role = Role {
             leader: leadership.as_ref().is_some_and(|l| l.leader == me),
             leader_epoch: leadership.as_ref().map_or(-1, |l| l.leader_epoch),
@@ -571,10 +588,12 @@ fn topic_view(
             .and_then(|h| h.partition(p))
             .and_then(|v| v.replica.clone());
         let replica = if replicas.contains(&me) {
-            match existing {
+            let mut became_leader = false;
+            let replica = match existing {
                 Some(r) => {
                     let current = r.role();
                     if role != current && role.leader_epoch >= current.leader_epoch {
+                        became_leader = role.leader;
                         if let Err(e) = r.set_role(role) {
                             tracing::error!("{}: taking on its new role: {e}", r.tp);
                         } else if role.leader != current.leader {
@@ -590,7 +609,15 @@ fn topic_view(
                 }
                 None => {
                     let tp = TopicPartition::new(ti.name.clone(), p);
-                    match Partition::open(&broker.logs, tp.clone(), ti.id, config.clone(), role) {
+                    became_leader = role.leader;
+                    match Partition::open_replica(
+                        &broker.logs,
+                        tp.clone(),
+                        ti.id,
+                        config.clone(),
+                        role,
+                        Some((me, replicas)),
+                    ) {
                         Ok(r) => Some(Arc::new(r)),
                         Err(e) => {
                             tracing::error!(
@@ -601,9 +628,29 @@ fn topic_view(
                         }
                     }
                 }
+            };
+            if let Some(r) = &replica {
+                // Only a role this broker holds now: a stale image (an older epoch) leaves
+                // the replica as it was.
+                let now = r.role();
+                if now == role {
+                    r.update_replicas(replicas, stamp, became_leader);
+                }
+                if let Some(m) = &broker.cluster {
+                    match leadership.as_ref() {
+                        Some(l) if !now.leader && l.leader >= 0 && l.leader != me => {
+                            m.fetchers.follow(r.clone(), l.leader, now.leader_epoch)
+                        }
+                        _ => m.fetchers.unfollow(&r.tp),
+                    }
+                }
             }
+            replica
         } else {
             if let Some(r) = existing {
+                if let Some(m) = &broker.cluster {
+                    m.fetchers.unfollow(&r.tp);
+                }
                 // Moved elsewhere: this broker's copy goes.
                 if let Err(e) = broker.logs.delete_log(&r.tp) {
                     tracing::error!("removing {}, no longer a replica here: {e}", r.tp);
@@ -624,6 +671,81 @@ fn topic_view(
         overrides,
         config,
         partitions,
+    }
+}
+
+/// A leader's change of its partition's ISR (`isr`: a follower caught up, or some fell
+/// behind), written to etcd over the state the leader last saw. One change at a time per
+/// partition; if the state moved meanwhile (the controller elected, or another change
+/// landed) the write fails and the leader decides again from the state it then sees.
+pub fn propose_isr(broker: &Broker, p: &Arc<Partition>, isr: Vec<i32>) {
+    let Some(m) = &broker.cluster else { return };
+    let Some(stamp) = p.begin_isr_change(&isr) else {
+        return;
+    };
+    if stamp.leadership.leader != broker.config.node_id || stamp.leadership.isr == isr {
+        p.end_isr_change();
+        return;
+    }
+    let session = m.session.clone();
+    let p = p.clone();
+    let mut state = stamp.leadership.clone();
+    let before = std::mem::replace(&mut state.isr, isr);
+    state.partition_epoch += 1;
+    m.session.spawn(async move {
+        let written = session
+            .alter_partition(
+                &p.tp.topic,
+                p.tp.partition,
+                stamp.topic_create_revision,
+                stamp.mod_revision,
+                stamp.controller_epoch,
+                state.clone(),
+            )
+            .await;
+        match written {
+            Ok(_) => tracing::info!(
+                partition = %p.tp,
+                leader_epoch = state.leader_epoch,
+                "ISR {before:?} -> {:?}",
+                state.isr
+            ),
+            Err(e) => {
+                tracing::debug!(partition = %p.tp, "ISR change not made: {e}");
+                p.end_isr_change();
+            }
+        }
+    });
+}
+
+/// Every half of `replica.lag.time.max.ms`, the followers that have not caught up for
+/// that long leave the ISR of each partition this broker leads (Kafka's
+/// `maybeShrinkIsr`).
+async fn shrink_isrs(broker: Weak<Broker>) {
+    let (lag, mut shutdown) = match broker.upgrade() {
+        Some(b) => match &b.cluster {
+            Some(m) => (
+                m.fetchers.settings().lag_time_max_ms,
+                b.shutdown.subscribe(),
+            ),
+            None => return,
+        },
+        None => return,
+    };
+    let every = Duration::from_millis((lag as u64 / 2).max(1));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.changed() => return,
+        }
+        let Some(b) = broker.upgrade() else { return };
+        for t in b.all_topics() {
+            for r in t.replicas() {
+                if let Some(isr) = r.lagging(lag) {
+                    propose_isr(&b, r, isr);
+                }
+            }
+        }
     }
 }
 
@@ -751,16 +873,10 @@ fn assignment_for(image: &MetadataImage, ask: &NewTopic) -> Result<Vec<Vec<i32>>
                     ),
                 ));
             }
-            if replicas.len() != 1 {
-                return Err(not_replicated(replicas.len()));
-            }
         }
         return Ok(given.clone());
     }
     let rf = ask.replication_factor;
-    if rf != 1 {
-        return Err(not_replicated(rf));
-    }
     let brokers = candidates(image);
     assign::assign(
         &brokers,
@@ -770,16 +886,6 @@ fn assignment_for(image: &MetadataImage, ask: &NewTopic) -> Result<Vec<Vec<i32>>
         assign::Start::random(brokers.len()),
     )
     .map_err(|e| ApiError::new(E::InvalidReplicationFactor, e.to_string()))
-}
-
-fn not_replicated(rf: usize) -> ApiError {
-    ApiError::new(
-        E::InvalidReplicationFactor,
-        format!(
-            "replication factor {rf}: Weir does not replicate partitions between brokers yet, \
-             so every partition has one replica (replication.factor 1)"
-        ),
-    )
 }
 
 /// Whether every partition of `name` is served by a live leader, as this broker sees it.

@@ -136,6 +136,33 @@ pub struct ClusterSettings {
     pub auto_leader_rebalance_enable: bool,
     pub leader_imbalance_check_interval_ms: u64,
     pub leader_imbalance_per_broker_percentage: u32,
+    pub replication: ReplicationSettings,
+}
+
+/// How this broker follows the leaders of the partitions it holds replicas of (Kafka's
+/// `replica.*` settings).
+#[derive(Debug, Clone)]
+pub struct ReplicationSettings {
+    /// `inter.broker.listener.name`: the listener followers fetch from (default: the
+    /// first one).
+    pub listener: String,
+    /// `num.replica.fetchers`: fetch connections per leader broker.
+    pub fetchers: usize,
+    /// `replica.fetch.max.bytes`: per partition, per fetch.
+    pub fetch_max_bytes: i32,
+    /// `replica.fetch.response.max.bytes`: per fetch.
+    pub fetch_response_max_bytes: i32,
+    pub fetch_wait_max_ms: i32,
+    pub fetch_min_bytes: i32,
+    /// `replica.fetch.backoff.ms`: the pause after a failed fetch.
+    pub fetch_backoff_ms: u64,
+    /// `replica.lag.time.max.ms`: a follower that has not caught up for this long leaves
+    /// the ISR.
+    pub lag_time_max_ms: i64,
+    /// `replica.socket.timeout.ms`: how long a fetch's answer may take.
+    pub socket_timeout_ms: u64,
+    /// `offsets.topic.replication.factor`, at most the live brokers when the topic is made.
+    pub offsets_topic_replication_factor: usize,
 }
 
 /// Keys Weir accepts from a Kafka `server.properties` but does not act on, with why.
@@ -147,7 +174,6 @@ const IGNORED: &[(&str, &str)] = &[
         "no controller quorum: one node",
     ),
     ("controller.listener.names", "no controller listener"),
-    ("inter.broker.listener.name", "no other brokers"),
     ("security.inter.broker.protocol", "no other brokers"),
     (
         "zookeeper.connect",
@@ -169,7 +195,6 @@ const IGNORED: &[(&str, &str)] = &[
         "num.io.threads",
         "one tokio runtime serves every connection",
     ),
-    ("num.replica.fetchers", "no replication"),
     ("background.threads", "background work has its own threads"),
     ("socket.send.buffer.bytes", "the kernel's defaults are used"),
     (
@@ -181,17 +206,12 @@ const IGNORED: &[(&str, &str)] = &[
         "bounded by queued.max.request.bytes instead",
     ),
     (
-        "offsets.topic.replication.factor",
-        "one node: replication factor 1",
-    ),
-    (
         "transaction.state.log.replication.factor",
         "no transactions, one node",
     ),
     ("transaction.state.log.min.isr", "no transactions, one node"),
     ("transaction.state.log.num.partitions", "no transactions"),
     ("transaction.max.timeout.ms", "no transactions"),
-    ("replica.lag.time.max.ms", "no replication"),
     (
         "metadata.log.dir",
         "no metadata log: topics are kept in weir-topics.json and weir-topics.journal",
@@ -272,6 +292,16 @@ const USED: &[&str] = &[
     "auto.leader.rebalance.enable",
     "leader.imbalance.check.interval.seconds",
     "leader.imbalance.per.broker.percentage",
+    "inter.broker.listener.name",
+    "num.replica.fetchers",
+    "replica.fetch.max.bytes",
+    "replica.fetch.response.max.bytes",
+    "replica.fetch.wait.max.ms",
+    "replica.fetch.min.bytes",
+    "replica.fetch.backoff.ms",
+    "replica.lag.time.max.ms",
+    "replica.socket.timeout.ms",
+    "offsets.topic.replication.factor",
 ];
 
 fn parse<T: std::str::FromStr>(
@@ -573,17 +603,19 @@ impl BrokerConfig {
             return Err("log.retention.check.interval.ms must be at least 1".into());
         }
         let default_replication_factor: i16 = parse(&props, "default.replication.factor", 1)?;
-        if default_replication_factor != 1 {
-            return Err(format!(
-                "default.replication.factor={default_replication_factor}: Weir does not \
-                 replicate partitions yet, so it must be 1"
-            ));
-        }
-        let cluster = cluster_settings(&props)?;
         let security_protocols: BTreeMap<String, String> = listeners
             .iter()
             .filter_map(|l| Some((l.name.clone(), protocol_map.get(&l.name)?.clone())))
             .collect();
+        let cluster = cluster_settings(&props, &listeners, &security_protocols)?;
+        if default_replication_factor < 1 || (cluster.is_none() && default_replication_factor != 1)
+        {
+            return Err(format!(
+                "default.replication.factor={default_replication_factor}: a broker without \
+                 etcd.connect holds the only replica of each partition, so it must be 1 \
+                 (in a cluster, at least 1)"
+            ));
+        }
         let rack = props
             .get("broker.rack")
             .map(|r| r.trim().to_string())
@@ -752,7 +784,11 @@ impl BrokerConfig {
 }
 
 /// The cluster settings, if `etcd.connect` is set.
-fn cluster_settings(props: &BTreeMap<String, String>) -> Result<Option<ClusterSettings>, String> {
+fn cluster_settings(
+    props: &BTreeMap<String, String>,
+    listeners: &[Listener],
+    protocols: &BTreeMap<String, String>,
+) -> Result<Option<ClusterSettings>, String> {
     let Some(connect) = props.get("etcd.connect") else {
         for k in ["etcd.session.timeout.ms", "etcd.connection.timeout.ms"] {
             if props.contains_key(k) {
@@ -783,7 +819,9 @@ fn cluster_settings(props: &BTreeMap<String, String>) -> Result<Option<ClusterSe
     if interval_s < 1 {
         return Err("leader.imbalance.check.interval.seconds must be at least 1".into());
     }
+    let replication = replication_settings(props, listeners, protocols)?;
     Ok(Some(ClusterSettings {
+        replication,
         connect,
         session_timeout_ms,
         connection_timeout_ms: parse(props, "etcd.connection.timeout.ms", 18_000u64)?,
@@ -793,6 +831,80 @@ fn cluster_settings(props: &BTreeMap<String, String>) -> Result<Option<ClusterSe
         leader_imbalance_check_interval_ms: interval_s.saturating_mul(1000),
         leader_imbalance_per_broker_percentage: percentage,
     }))
+}
+
+fn replication_settings(
+    props: &BTreeMap<String, String>,
+    listeners: &[Listener],
+    protocols: &BTreeMap<String, String>,
+) -> Result<ReplicationSettings, String> {
+    let listener = match props.get("inter.broker.listener.name") {
+        Some(n) => n.trim().to_string(),
+        None => listeners
+            .first()
+            .map(|l| l.name.clone())
+            .ok_or("no listeners")?,
+    };
+    if !listeners.iter().any(|l| l.name == listener) {
+        return Err(format!(
+            "inter.broker.listener.name={listener} names none of the listeners"
+        ));
+    }
+    // Followers connect without TLS or SASL: an inter-broker listener that needs them is
+    // refused here rather than failing every fetch later.
+    match protocols.get(&listener).map(String::as_str) {
+        Some("PLAINTEXT") | None => {}
+        Some(other) => {
+            return Err(format!(
+                "inter.broker.listener.name={listener} is a {other} listener; Weir's \
+                 followers fetch over PLAINTEXT only so far: add a PLAINTEXT listener for \
+                 the brokers (on a private address) and name it there"
+            ))
+        }
+    }
+    let at_least = |key: &str, v: i64, min: i64| {
+        if v < min {
+            Err(format!("{key} must be at least {min}, got {v}"))
+        } else {
+            Ok(())
+        }
+    };
+    let r = ReplicationSettings {
+        listener,
+        fetchers: parse(props, "num.replica.fetchers", 1usize)?,
+        fetch_max_bytes: parse(props, "replica.fetch.max.bytes", 1_048_576i32)?,
+        fetch_response_max_bytes: parse(props, "replica.fetch.response.max.bytes", 10_485_760i32)?,
+        fetch_wait_max_ms: parse(props, "replica.fetch.wait.max.ms", 500i32)?,
+        fetch_min_bytes: parse(props, "replica.fetch.min.bytes", 1i32)?,
+        fetch_backoff_ms: parse(props, "replica.fetch.backoff.ms", 1_000u64)?,
+        lag_time_max_ms: parse(props, "replica.lag.time.max.ms", 30_000i64)?,
+        socket_timeout_ms: parse(props, "replica.socket.timeout.ms", 30_000u64)?,
+        offsets_topic_replication_factor: parse(props, "offsets.topic.replication.factor", 3usize)?,
+    };
+    at_least("num.replica.fetchers", r.fetchers as i64, 1)?;
+    at_least("replica.fetch.max.bytes", r.fetch_max_bytes.into(), 1)?;
+    at_least(
+        "replica.fetch.response.max.bytes",
+        r.fetch_response_max_bytes.into(),
+        1,
+    )?;
+    at_least("replica.fetch.wait.max.ms", r.fetch_wait_max_ms.into(), 0)?;
+    at_least("replica.fetch.min.bytes", r.fetch_min_bytes.into(), 0)?;
+    at_least("replica.lag.time.max.ms", r.lag_time_max_ms, 1)?;
+    at_least(
+        "offsets.topic.replication.factor",
+        r.offsets_topic_replication_factor as i64,
+        1,
+    )?;
+    // A fetch must be answered (after waiting up to its max wait) before the socket
+    // gives up on it, as Kafka requires.
+    if r.socket_timeout_ms < r.fetch_wait_max_ms as u64 {
+        return Err(format!(
+            "replica.socket.timeout.ms ({}) must be at least replica.fetch.wait.max.ms ({})",
+            r.socket_timeout_ms, r.fetch_wait_max_ms
+        ));
+    }
+    Ok(r)
 }
 
 /// Parses `max.connections.per.ip.overrides`: `host:count` pairs, comma-separated, where
@@ -1003,7 +1115,7 @@ mod tests {
         let e = cfg(&[("advertised.listeners", "PLAINTEXT://0.0.0.0:9092")]).unwrap_err();
         assert!(e.contains("must name a host"), "{e}");
         let e = cfg(&[("default.replication.factor", "3")]).unwrap_err();
-        assert!(e.contains("does not replicate"), "{e}");
+        assert!(e.contains("the only replica"), "{e}");
         let e = cfg(&[("etcd.connect", "http://e:2379")]).unwrap_err();
         assert!(e.contains("without a scheme"), "{e}");
         let e = cfg(&[("etcd.session.timeout.ms", "5000")]).unwrap_err();

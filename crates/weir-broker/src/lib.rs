@@ -43,6 +43,8 @@ pub mod memory;
 pub mod metrics;
 pub mod mutation_quota;
 pub mod partition;
+pub mod replica_fetcher;
+pub mod replica_set;
 pub mod request;
 pub mod server;
 pub mod throttled_log;

@@ -5,13 +5,16 @@
 //! second half, and none can append while another broker leads. Nothing here knows the
 //! wire format.
 
-use std::sync::{Arc, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
-use weir_kafka::TopicPartition;
+use kafka_protocol::ResponseError as E;
+use weir_kafka::{ApiError, TopicPartition};
+
+use crate::replica_set::{ReplicaSet, StateStamp};
 use weir_log::{
-    AppendOrigin, DirHealth, LogAppendInfo, LogConfig, LogError, LogManager, PartitionLog,
-    ProducedRecords, SharedLog,
+    AppendOrigin, DirHealth, FollowerAppend, LogAppendInfo, LogConfig, LogError, LogManager,
+    PartitionLog, ProducedRecords, SharedLog,
 };
 
 /// The leader epoch of every partition of a single broker: it leads them all, forever.
@@ -46,6 +49,19 @@ pub struct Partition {
     /// Held for reading across an append, so that a change of role waits for appends
     /// made in the old one.
     role: RwLock<Role>,
+    /// Whether other brokers hold replicas of it (then its high watermark is the ISR's).
+    replicated: bool,
+    /// As its leader: the other replicas and how far each has fetched.
+    followers: Mutex<ReplicaSet>,
+}
+
+/// What a follower removes from its log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Truncation {
+    /// Everything at and after this offset.
+    To(i64),
+    /// Everything; the log starts again at this offset.
+    StartAt(i64),
 }
 
 /// A client's view of the leader epoch does not match this replica's.
@@ -75,10 +91,31 @@ impl Partition {
         config: Arc<LogConfig>,
         role: Role,
     ) -> Result<Partition, LogError> {
+        Self::open_replica(logs, tp, topic_id, config, role, None)
+    }
+
+    /// The replica of `tp` this broker holds as one of `replicas` (its id `me`): one of
+    /// several, its high watermark is the ISR's, from `replication-offset-checkpoint`
+    /// at first.
+    pub fn open_replica(
+        logs: &LogManager,
+        tp: TopicPartition,
+        topic_id: uuid::Uuid,
+        config: Arc<LogConfig>,
+        role: Role,
+        replicas: Option<(i32, &[i32])>,
+    ) -> Result<Partition, LogError> {
         let log = logs.get_or_create_log(&tp, topic_id, config)?;
         let health = logs
             .health_of(&tp)
             .ok_or_else(|| LogError::Offline(format!("{tp} has no log")))?;
+        let replicated = replicas.is_some_and(|(_, r)| r.len() > 1);
+        if replicated {
+            let checkpointed = logs.checkpointed_high_watermark(&tp);
+            log.lock()
+                .map_err(|_| LogError::Offline(format!("{tp}: a panic poisoned its log")))?
+                .set_replicated(checkpointed);
+        }
         Ok(Partition {
             tp,
             log,
@@ -88,6 +125,8 @@ impl Partition {
                 leader: false,
                 leader_epoch: -1,
             }),
+            replicated,
+            followers: Mutex::new(ReplicaSet::new(replicas.map_or(-1, |(me, _)| me))),
         })
         .and_then(|p| {
             p.set_role(role)?;
@@ -168,8 +207,206 @@ impl Partition {
                 .and_then(|mut log| log.append_validated(batch, role.leader_epoch, now)),
         )?;
         drop(role);
+        // With only this replica in sync, the high watermark follows the append.
+        self.advance_high_watermark();
         self.appended.notify_waiters();
         Ok(info)
+    }
+
+    pub fn is_replicated(&self) -> bool {
+        self.replicated
+    }
+
+    fn lock_followers(&self) -> MutexGuard<'_, ReplicaSet> {
+        self.followers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The metadata's view of this partition, applied: its replicas and (`stamp`) its
+    /// leadership as it stands in etcd. Call after `set_role`; `became_leader` says this
+    /// broker has just started leading it. The high watermark may move (the ISR shrank).
+    pub fn update_replicas(
+        &self,
+        replicas: &[i32],
+        stamp: Option<StateStamp>,
+        became_leader: bool,
+    ) {
+        let start = became_leader.then(|| {
+            let leo = self.lock_log().map_or(0, |l| l.log_end_offset());
+            (weir_log::now_ms(), leo)
+        });
+        self.lock_followers().update(replicas, stamp, start);
+        if self.advance_high_watermark() {
+            self.appended.notify_waiters();
+        }
+    }
+
+    /// The ISR's high watermark, applied to the log if it moved (the leader of a
+    /// replicated partition only; other logs move it on every append). Whether it moved.
+    pub fn advance_high_watermark(&self) -> bool {
+        if !self.replicated || !self.is_leader() {
+            return false;
+        }
+        let Ok(mut log) = self.lock_log() else {
+            return false;
+        };
+        let Some(hw) = self.lock_followers().high_watermark(log.log_end_offset()) else {
+            return false;
+        };
+        log.advance_high_watermark(hw)
+    }
+
+    /// A fetch from follower `id` at `fetch_offset`: its progress, and the high watermark
+    /// that moves with it. Returns the ISR to propose if the follower should join it.
+    pub fn on_follower_fetch(&self, id: i32, fetch_offset: i64) -> Option<Vec<i32>> {
+        let leo = self.lock_log().ok()?.log_end_offset();
+        self.lock_followers()
+            .on_fetch(id, fetch_offset, leo, weir_log::now_ms());
+        if self.advance_high_watermark() {
+            self.appended.notify_waiters();
+        }
+        let hw = self.lock_log().ok()?.high_watermark();
+        self.lock_followers().to_expand(id, hw)
+    }
+
+    /// The ISR without the followers behind for longer than `lag_ms`, if any are.
+    pub fn lagging(&self, lag_ms: i64) -> Option<Vec<i32>> {
+        if !self.replicated || !self.is_leader() {
+            return None;
+        }
+        let leo = self.lock_log().ok()?.log_end_offset();
+        self.lock_followers()
+            .to_shrink(leo, weir_log::now_ms(), lag_ms)
+    }
+
+    /// Notes an ISR change written to the metadata and not yet seen back; `None` if
+    /// another is pending. The state it is made over.
+    pub fn begin_isr_change(&self, isr: &[i32]) -> Option<StateStamp> {
+        let mut f = self.lock_followers();
+        if f.pending.is_some() {
+            return None;
+        }
+        let stamp = f.stamp.clone()?;
+        f.pending = Some(isr.to_vec());
+        Some(stamp)
+    }
+
+    /// The ISR change did not land: another may be tried.
+    pub fn end_isr_change(&self) {
+        self.lock_followers().pending = None;
+    }
+
+    /// Whether broker `id` holds a replica of this partition (other than this one).
+    pub fn has_follower(&self, id: i32) -> bool {
+        self.lock_followers().is_follower(id)
+    }
+
+    /// The ISR as this leader sees it.
+    pub fn isr(&self) -> Vec<i32> {
+        self.lock_followers().isr.clone()
+    }
+
+    /// Appends the leader's batches as its follower at `leader_epoch` (the fetch that
+    /// brought them was made in it), then takes the leader's high watermark, bounded by
+    /// this log's end. Refused if this replica's role moved on meanwhile: the records
+    /// belong to a leadership that is over.
+    pub fn append_as_follower(
+        &self,
+        leader_epoch: i32,
+        records: &[u8],
+        leader_high_watermark: i64,
+    ) -> Result<FollowerAppend, LogError> {
+        let role = self.role.read().unwrap_or_else(|e| e.into_inner());
+        if role.leader || role.leader_epoch != leader_epoch {
+            return Err(LogError::NotLeader(format!(
+                "{}: no longer a follower at leader epoch {leader_epoch}",
+                self.tp
+            )));
+        }
+        let appended = self.observe(self.lock_log().and_then(|mut log| {
+            let a = log.append_as_follower(records, weir_log::now_ms())?;
+            log.advance_high_watermark(leader_high_watermark);
+            Ok(a)
+        }))?;
+        drop(role);
+        self.appended.notify_waiters();
+        Ok(appended)
+    }
+
+    /// As a follower at `leader_epoch`: removes what this log holds past the leader's
+    /// (`to`, where their logs diverge), or everything if the leader no longer has the
+    /// records this log ends with (`start_at`: the leader's log start).
+    pub fn truncate_as_follower(&self, leader_epoch: i32, to: Truncation) -> Result<(), LogError> {
+        let role = self.role.read().unwrap_or_else(|e| e.into_inner());
+        if role.leader || role.leader_epoch != leader_epoch {
+            return Err(LogError::NotLeader(format!(
+                "{}: no longer a follower at leader epoch {leader_epoch}",
+                self.tp
+            )));
+        }
+        let now = weir_log::now_ms();
+        self.observe(self.lock_log().and_then(|mut log| match to {
+            Truncation::To(offset) => log.truncate_to(offset, now),
+            Truncation::StartAt(offset) => log.truncate_fully_and_start_at(offset, now),
+        }))
+    }
+
+    /// Waits until the in-sync replicas all hold the records before `end` (acks=all),
+    /// or `deadline`. Errors as Kafka answers: the leadership moved
+    /// (NOT_LEADER_OR_FOLLOWER), the ISR shrank below `min_insync` meanwhile
+    /// (NOT_ENOUGH_REPLICAS_AFTER_APPEND), or time ran out (REQUEST_TIMED_OUT).
+    pub async fn wait_replicated(
+        &self,
+        end: i64,
+        min_insync: usize,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), ApiError> {
+        let epoch = self.role().leader_epoch;
+        loop {
+            let notified = self.appended.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let role = self.role();
+            if !role.leader || role.leader_epoch != epoch {
+                return Err(ApiError::new(
+                    E::NotLeaderOrFollower,
+                    format!(
+                        "{}: the leadership moved before the ISR had the records",
+                        self.tp
+                    ),
+                ));
+            }
+            let hw = self
+                .lock_log()
+                .map_err(|e| ApiError::new(e.error_code(), e.to_string()))?
+                .high_watermark();
+            if hw >= end {
+                let in_sync = self.isr().len();
+                if in_sync < min_insync {
+                    return Err(ApiError::new(
+                        E::NotEnoughReplicasAfterAppend,
+                        format!(
+                            "{}: written, but only {in_sync} in-sync replicas hold it \
+                             (min.insync.replicas={min_insync})",
+                            self.tp
+                        ),
+                    ));
+                }
+                return Ok(());
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(deadline) => {
+                    return Err(ApiError::new(
+                        E::RequestTimedOut,
+                        format!(
+                            "{}: the in-sync replicas did not all have the records within \
+                             the request's timeout",
+                            self.tp
+                        ),
+                    ));
+                }
+            }
+        }
     }
 
     /// `append` of records the broker itself writes (`origin`), analyzed first.

@@ -89,8 +89,9 @@ pub fn plan(image: &MetadataImage, asks: &Asks) -> Vec<StateChange> {
             };
             let preferred = asks.preferred.contains(&name);
             let unclean = unclean || asks.unclean.contains(&name);
-            let bounced = t.state(p).is_some_and(|s| asks.bounced.contains(&s.leader));
-            if let Some((state, why)) = decide(image, t, p, replicas, preferred, unclean, bounced) {
+            if let Some((state, why)) =
+                decide(image, t, p, replicas, preferred, unclean, &asks.bounced)
+            {
                 out.push(StateChange {
                     topic: t.name.clone(),
                     partition: p,
@@ -112,7 +113,7 @@ fn decide(
     replicas: &[i32],
     preferred: bool,
     unclean: bool,
-    bounced: bool,
+    restarted: &BTreeSet<i32>,
 ) -> Option<(LeaderAndIsr, Why)> {
     let may_lead = |b: i32| image.may_lead(b);
     let Some(s) = t.state(p) else {
@@ -120,11 +121,38 @@ fn decide(
         let leader = *live.first()?;
         return Some((LeaderAndIsr::initial(leader, live), Why::New));
     };
-    // The ISR without dead or departing brokers; never empty while it had a member.
-    let kept: Vec<i32> = s.isr.iter().copied().filter(|b| may_lead(*b)).collect();
+    // The ISR without dead or departing brokers, nor restarted ones (a process that
+    // restarted may hold less than it had acknowledged, until it has caught up again as a
+    // follower); never empty while it had a member.
+    let mut kept: Vec<i32> = s
+        .isr
+        .iter()
+        .copied()
+        .filter(|b| may_lead(*b) && !restarted.contains(b))
+        .collect();
+    if kept.is_empty() {
+        kept = s.isr.iter().copied().filter(|b| may_lead(*b)).collect();
+    }
+    let bounced = restarted.contains(&s.leader);
     let leader_live = s.leader != NO_LEADER && image.is_live(s.leader);
     if s.leader != NO_LEADER && leader_live && may_lead(s.leader) {
-        // A healthy leader. Followers that died or are leaving drop out of the ISR.
+        // A healthy leader. Followers that died, are leaving or restarted drop out of
+        // the ISR.
+        if bounced {
+            // Another ISR member that did not restart takes over; with none, the restarted
+            // broker leads again. Either way at a new epoch, so nothing of the old
+            // process's leadership carries over.
+            let next = replicas
+                .iter()
+                .copied()
+                .find(|b| kept.contains(b) && may_lead(*b))
+                .unwrap_or(s.leader);
+            let mut isr = kept;
+            if !isr.contains(&next) {
+                isr.insert(0, next);
+            }
+            return Some((s.with_leader(next, isr), Why::Restarted));
+        }
         let mut isr = kept;
         if !isr.contains(&s.leader) {
             isr.insert(0, s.leader);
@@ -134,16 +162,6 @@ fn decide(
             if want != s.leader && may_lead(want) && s.isr.contains(&want) {
                 return Some((s.with_leader(want, isr), Why::Preferred));
             }
-        }
-        if bounced {
-            // The same preference as for a dead leader, which may pick the restarted
-            // broker again: either way at a new epoch.
-            let next = replicas
-                .iter()
-                .copied()
-                .find(|b| isr.contains(b) && may_lead(*b))
-                .unwrap_or(s.leader);
-            return Some((s.with_leader(next, isr), Why::Restarted));
         }
         if isr != s.isr {
             return Some((s.with_isr(isr), Why::FollowersGone));
@@ -441,6 +459,32 @@ mod tests {
         assert_eq!(c[0].why, Why::Restarted);
         let s = w.state("t", 0);
         assert_eq!((s.leader, s.leader_epoch), (1, 1));
+    }
+
+    #[test]
+    fn a_restarted_replica_leaves_the_isr_and_leads_only_if_no_other_member_can() {
+        let mut w = World::new();
+        for b in [1, 2, 3] {
+            w.broker(b, false);
+        }
+        w.topic("t", vec![vec![1, 2, 3], vec![2, 1, 3]]);
+        w.step(&Asks::default());
+        let c = w.step(&Asks {
+            bounced: [1].into(),
+            ..Default::default()
+        });
+        assert_eq!(c.len(), 2, "{c:?}");
+        let s = w.state("t", 0);
+        assert_eq!(
+            (s.leader, s.leader_epoch, s.isr.clone()),
+            (2, 1, vec![2, 3])
+        );
+        let s = w.state("t", 1);
+        assert_eq!(
+            (s.leader, s.leader_epoch, s.isr.clone()),
+            (2, 0, vec![2, 3])
+        );
+        assert_eq!(w.step(&Asks::default()), vec![], "settled");
     }
 
     #[test]

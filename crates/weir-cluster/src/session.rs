@@ -469,6 +469,50 @@ impl Cluster {
         }
     }
 
+    /// A leader's change of its partition's ISR (Kafka's AlterPartition, as leaders wrote
+    /// the ISR to ZooKeeper before KIP-497): the state moves on to `state` only if it is
+    /// still the one at `state_mod_revision` — the controller's elections and this write
+    /// exclude each other — and the topic is the one created at `topic_create_revision`.
+    pub async fn alter_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        topic_create_revision: i64,
+        state_mod_revision: i64,
+        controller_epoch: i32,
+        state: crate::records::LeaderAndIsr,
+    ) -> Result<i64, OpError> {
+        let k = &self.inner.keys;
+        let key = k.partition_state(topic, partition);
+        let out = self
+            .inner
+            .etcd
+            .txn(Txn {
+                when: vec![
+                    Cmp::CreateRevision(k.topic(topic), topic_create_revision),
+                    Cmp::ModRevision(key.clone(), state_mod_revision),
+                ],
+                then: vec![Op::Put {
+                    key,
+                    value: encode(&PartitionStateRecord {
+                        version: RECORD_VERSION,
+                        controller_epoch,
+                        state,
+                    }),
+                    lease: 0,
+                }],
+                otherwise: vec![],
+            })
+            .await?;
+        if out.succeeded {
+            Ok(out.revision)
+        } else {
+            Err(OpError::Conflict(format!(
+                "{topic}-{partition}: its state changed meanwhile"
+            )))
+        }
+    }
+
     /// Replaces the dynamic broker configs of `entity` (a broker id or `<default>`).
     pub async fn set_broker_config(
         &self,

@@ -67,6 +67,14 @@ fn replication_check(broker: &Broker, rf: i16) -> Result<usize, ApiError> {
     }
 }
 
+/// How many replicas each partition of `topic` has (its first partition's).
+fn replication_factor_of(topic: &crate::topics::Topic) -> i16 {
+    topic
+        .partitions
+        .first()
+        .map_or(1, |v| v.replicas.len().max(1) as i16)
+}
+
 /// How one request's topic changes meet the controller mutation quota (KIP-599). Versions
 /// that know THROTTLING_QUOTA_EXCEEDED (CreateTopics v6, CreatePartitions v3, DeleteTopics
 /// v5 and later) are refused at once and told how long to wait; older ones wait here for
@@ -358,11 +366,11 @@ pub async fn create_topics(
                 {
                     // Created, but its settings are not the client's to see.
                     r.num_partitions = partitions;
-                    r.replication_factor = 1;
+                    r.replication_factor = replication_factor_of(&topic);
                     r.topic_config_error_code = E::TopicAuthorizationFailed.code();
                 } else if v >= 5 {
                     r.num_partitions = partitions;
-                    r.replication_factor = 1;
+                    r.replication_factor = replication_factor_of(&topic);
                     r.configs = Some(
                         topic_config_entries(broker, &topic, false)
                             .into_iter()

@@ -36,6 +36,11 @@ struct Wanted {
     fetch_offset: i64,
     max_bytes: usize,
     leader_epoch: i32,
+    /// The epoch of the last batch a follower has (v12+), to find where it diverged.
+    last_fetched_epoch: i32,
+    /// Where a follower's log diverged from this leader's (KIP-320): the epoch and end
+    /// offset it must truncate to before it fetches again.
+    diverging: Option<(i32, i64)>,
 }
 
 /// The largest fetch response Weir builds, whatever the client asks (Kafka's
@@ -53,11 +58,23 @@ pub async fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest
             records: Vec::new(),
         };
     }
+    // A broker fetching as a follower names itself; it reads up to the log end, not the
+    // high watermark, and needs CLUSTER_ACTION, as in Kafka.
+    let follower = (req.replica_id.0 >= 0).then_some(req.replica_id.0);
+    if follower.is_some() && !broker.allowed_on_cluster(ctx, Operation::ClusterAction) {
+        resp.error_code = E::ClusterAuthorizationFailed.code();
+        return FetchReply {
+            response: resp,
+            records: Vec::new(),
+        };
+    }
     let mut wanted = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
         let name = t.topic.to_string();
         // Authorization comes before existence, so a denied client learns nothing.
-        let topic = if broker.allowed(ctx, Operation::Read, ResourceType::Topic, &name) {
+        let topic = if follower.is_some()
+            || broker.allowed(ctx, Operation::Read, ResourceType::Topic, &name)
+        {
             Ok(broker.topic(&name))
         } else {
             Err(E::TopicAuthorizationFailed.code())
@@ -68,7 +85,14 @@ pub async fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest
                 Ok(None) => Err((E::UnknownTopicOrPartition.code(), None)),
                 Ok(Some(topic)) => broker
                     .leader_replica(topic, p.partition)
-                    .map_err(|e| (e.code, e.leader)),
+                    .map_err(|e| (e.code, e.leader))
+                    .and_then(|r| match follower {
+                        // Not one of its replicas: as Kafka answers a stray follower.
+                        Some(id) if !r.has_follower(id) => {
+                            Err((E::NotLeaderOrFollower.code(), None))
+                        }
+                        _ => Ok(r),
+                    }),
             };
             wanted.push(Wanted {
                 topic_index: ti,
@@ -77,6 +101,8 @@ pub async fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest
                 fetch_offset: p.fetch_offset,
                 max_bytes: p.partition_max_bytes.max(0) as usize,
                 leader_epoch: if v >= 9 { p.current_leader_epoch } else { -1 },
+                last_fetched_epoch: if v >= 12 { p.last_fetched_epoch } else { -1 },
+                diverging: None,
             });
         }
     }
@@ -91,7 +117,14 @@ pub async fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest
         usize::MAX
     }
     .min(MAX_RESPONSE_BYTES)
-    .min(quota_bytes);
+    .min(if follower.is_some() {
+        usize::MAX
+    } else {
+        quota_bytes
+    });
+    if let Some(id) = follower {
+        follower_progress(broker, id, &mut wanted);
+    }
     let min_bytes = req.min_bytes.max(0) as usize;
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let read_committed = v >= 4 && req.isolation_level == 1;
@@ -108,7 +141,8 @@ pub async fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest
         for n in notified.iter_mut() {
             n.as_mut().enable();
         }
-        let (partition_data, total, any_error) = read_all(&wanted, max_bytes, read_committed);
+        let (partition_data, total, any_error) =
+            read_all(&wanted, max_bytes, read_committed, follower.is_some());
         let now = Instant::now();
         if total >= min_bytes
             || any_error
@@ -119,10 +153,13 @@ pub async fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest
             // Over its fetch quota, a client is answered empty and told to back off;
             // the bytes it did not get are taken back off its rate, as in Kafka.
             let now_ms = weir_log::now_ms();
-            let throttle =
+            let throttle = if follower.is_some() {
+                0 // replication is not a client's traffic
+            } else {
                 broker
                     .quotas
-                    .record(Kind::Fetch, ctx.user(), &ctx.client_id, total, now_ms);
+                    .record(Kind::Fetch, ctx.user(), &ctx.client_id, total, now_ms)
+            };
             if throttle > 0 {
                 broker
                     .quotas
@@ -153,6 +190,7 @@ pub async fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest
                 }
                 if v < 12 {
                     pd.current_leader = Default::default();
+                    pd.diverging_epoch = Default::default();
                 }
                 resp.responses[w.topic_index].partitions.push(pd);
                 records[w.topic_index].push(slice);
@@ -166,6 +204,30 @@ pub async fn fetch(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest
     }
 }
 
+/// A follower's fetch, before it is read: where each partition's log diverged from this
+/// leader's, if it did (then the follower's progress is left as it was); else its fetch
+/// offset is its log end, which moves the high watermark and may bring it into the ISR.
+fn follower_progress(broker: &Broker, id: i32, wanted: &mut [Wanted]) {
+    for w in wanted.iter_mut() {
+        let Ok(p) = &w.target else { continue };
+        if w.last_fetched_epoch >= 0 {
+            let found = p.lock_log().ok().map(|log| {
+                log.leader_epochs()
+                    .end_offset_for(w.last_fetched_epoch, log.log_end_offset())
+            });
+            if let Some((epoch, end)) = found {
+                if epoch >= 0 && (epoch < w.last_fetched_epoch || end < w.fetch_offset) {
+                    w.diverging = Some((epoch, end));
+                    continue;
+                }
+            }
+        }
+        if let Some(isr) = p.on_follower_fetch(id, w.fetch_offset) {
+            crate::cluster::propose_isr(broker, p, isr);
+        }
+    }
+}
+
 /// One partition's answer, its records still a file range.
 type PartitionRead = (PartitionData, Option<FileSlice>);
 
@@ -176,6 +238,7 @@ fn read_all(
     wanted: &[Wanted],
     max_bytes: usize,
     read_committed: bool,
+    follower: bool,
 ) -> (Vec<PartitionRead>, usize, bool) {
     let mut out = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
@@ -220,10 +283,28 @@ fn read_all(
             out.push((pd, None));
             continue;
         }
+        if let Some((epoch, end_offset)) = w.diverging {
+            // No records: the follower truncates first (it is answered at once).
+            pd.diverging_epoch.epoch = epoch;
+            pd.diverging_epoch.end_offset = end_offset;
+            if let Ok(log) = partition.lock_log() {
+                pd.high_watermark = log.high_watermark();
+                pd.last_stable_offset = pd.high_watermark;
+                pd.log_start_offset = log.log_start_offset();
+            }
+            any_error = true;
+            out.push((pd, None));
+            continue;
+        }
         let budget = w.max_bytes.min(max_bytes.saturating_sub(total));
         let result = partition.observe(partition.lock_log().and_then(|log| {
-            let hw = log.high_watermark();
-            log.read(w.fetch_offset, budget, hw, min_one)
+            // Consumers read what the in-sync replicas all have; followers, everything.
+            let upto = if follower {
+                log.log_end_offset()
+            } else {
+                log.high_watermark()
+            };
+            log.read(w.fetch_offset, budget, upto, min_one)
         }));
         let mut records = None;
         match result {

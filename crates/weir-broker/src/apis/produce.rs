@@ -38,6 +38,15 @@ fn append(
     }
 }
 
+/// An acks=all append waiting for the ISR: where its answer is (topic, partition index in
+/// the response), and the offset the high watermark must reach.
+struct Replicated {
+    at: (usize, usize),
+    partition: Arc<Partition>,
+    end: i64,
+    min_insync: usize,
+}
+
 /// Why a partition's records were not written: the error, and with INVALID_RECORD or
 /// INVALID_TIMESTAMP the records of the batch that caused it (KIP-467).
 struct Refused {
@@ -74,6 +83,8 @@ pub async fn produce(
     let v = ctx.version;
     let acks = req.acks;
     let mut resp = ProduceResponse::default();
+    // acks=all on a replicated partition: answered once its ISR holds the records.
+    let mut waits: Vec<Replicated> = Vec::new();
     for topic_data in req.topic_data {
         let name = topic_data.name.to_string();
         let topic = broker.topic(&name);
@@ -162,8 +173,8 @@ pub async fn produce(
                 Ok((partition, produced, topic))
             })();
             let result = match checked {
-                Ok((partition, produced, topic)) => {
-                    let partition = &*partition;
+                Ok((replica, produced, topic)) => {
+                    let partition = &*replica;
                     // Validating a compressed batch inflates it (up to
                     // MAX_DECOMPRESSED_BATCH_BYTES): only so many run at once, which bounds
                     // the memory a flood of decompression bombs can take.
@@ -174,7 +185,18 @@ pub async fn produce(
                         None
                     };
                     let fsync = topic.config.flush_messages <= 1;
-                    append(partition, produced, &topic.config, fsync || inflating)
+                    let appended = append(partition, produced, &topic.config, fsync || inflating);
+                    if let Ok(info) = &appended {
+                        if acks == -1 && partition.is_replicated() {
+                            waits.push(Replicated {
+                                at: (resp.responses.len(), tr.partition_responses.len()),
+                                partition: replica.clone(),
+                                end: info.last_offset + 1,
+                                min_insync: topic.config.min_insync_replicas.max(1) as usize,
+                            });
+                        }
+                    }
+                    appended
                 }
                 Err(e) => Err(Refused::from(e)),
             };
@@ -208,6 +230,25 @@ pub async fn produce(
             tr.partition_responses.push(pr);
         }
         resp.responses.push(tr);
+    }
+    if !waits.is_empty() {
+        let deadline = tokio::time::Instant::now()
+            + std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
+        let outcomes = futures_util::future::join_all(
+            waits
+                .iter()
+                .map(|w| w.partition.wait_replicated(w.end, w.min_insync, deadline)),
+        )
+        .await;
+        for (w, outcome) in waits.iter().zip(outcomes) {
+            if let Err(e) = outcome {
+                let pr = &mut resp.responses[w.at.0].partition_responses[w.at.1];
+                pr.error_code = e.code;
+                if v >= 8 {
+                    pr.error_message = Some(StrBytes::from_string(e.message));
+                }
+            }
+        }
     }
     // The request's bytes count against the client's produce quota, as in Kafka; over
     // it, the answer says how long to back off and the connection rests that long.
