@@ -1060,6 +1060,13 @@ impl PartitionLog {
     /// (offsets stay contiguous; Kafka truncates at batch boundaries in practice).
     pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<()> {
         if offset >= self.log_end_offset {
+            // Nothing to remove, but an epoch may start at the log end with no batch of
+            // its own (this replica led at it, then lost the leadership before appending):
+            // it goes, or a follower would keep naming an epoch its leader never had.
+            // Kafka's `truncateTo` does the same.
+            if self.epochs.truncate_from_end(self.log_end_offset) {
+                self.epochs.flush()?;
+            }
             return Ok(());
         }
         if offset < self.first_base() {

@@ -127,3 +127,29 @@ fn a_diverged_follower_truncates_to_where_the_epochs_agree() {
         leader.leader_epochs().entries()
     );
 }
+
+#[test]
+fn an_epoch_led_without_a_batch_goes_when_the_follower_truncates_at_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut follower = new_log(dir.path(), "follower");
+    follower.set_replicated(None);
+    follower
+        .append_as_leader(
+            simple_batch(Compression::None, 5, "b", NOW),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap();
+    // It led at epoch 1 without appending anything, then another replica led at 2.
+    follower.assign_leader_epoch(1).unwrap();
+    assert_eq!(follower.leader_epochs().latest_epoch(), Some(1));
+    // The new leader has no epoch 1: where epoch 0 ended, which is this log's end.
+    follower.truncate_to(5, NOW).unwrap();
+    assert_eq!(follower.log_end_offset(), 5);
+    assert_eq!(
+        follower.leader_epochs().latest_epoch(),
+        Some(0),
+        "the empty epoch is gone, so the next fetch names epoch 0"
+    );
+}
