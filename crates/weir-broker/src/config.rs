@@ -100,6 +100,9 @@ pub struct BrokerConfig {
     pub group: GroupConfig,
     pub offsets_topic_segment_bytes: u64,
     pub offsets_retention_check_interval_ms: u64,
+    /// `offsets.commit.timeout.ms`: how long a commit waits for the offsets partition's
+    /// in-sync replicas.
+    pub offsets_commit_timeout_ms: u64,
     pub producer_id_expiration_ms: i64,
     pub producer_id_expiration_check_interval_ms: u64,
     /// Every key=value as given, for DescribeConfigs of the broker.
@@ -302,6 +305,7 @@ const USED: &[&str] = &[
     "replica.lag.time.max.ms",
     "replica.socket.timeout.ms",
     "offsets.topic.replication.factor",
+    "offsets.commit.timeout.ms",
 ];
 
 fn parse<T: std::str::FromStr>(
@@ -759,6 +763,7 @@ impl BrokerConfig {
                 "offsets.topic.segment.bytes",
                 104_857_600u64,
             )?,
+            offsets_commit_timeout_ms: parse(&props, "offsets.commit.timeout.ms", 5_000u64)?,
             offsets_retention_check_interval_ms: parse(
                 &props,
                 "offsets.retention.check.interval.ms",

@@ -48,6 +48,8 @@ fn topic_may(broker: &Broker, ctx: &RequestContext, op: Operation, topic: &str) 
 }
 
 const GROUP_DENIED: i16 = E::GroupAuthorizationFailed.code();
+const NOT_COORDINATOR: i16 = E::NotCoordinator.code();
+const COORDINATOR_NOT_AVAILABLE: i16 = E::CoordinatorNotAvailable.code();
 const TOPIC_DENIED: i16 = E::TopicAuthorizationFailed.code();
 
 pub fn find_coordinator(
@@ -138,7 +140,7 @@ pub fn find_coordinator(
     resp
 }
 
-pub fn offset_commit(
+pub async fn offset_commit(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     mut req: OffsetCommitRequest,
@@ -180,9 +182,54 @@ pub fn offset_commit(
         .partition(|t| topic_may(broker, ctx, Operation::Read, &t.name));
     req.topics = allowed;
     let exists = |topic: &str, partition: i32| broker.partition_exists(topic, partition);
+    let group = req.group_id.0.to_string();
     let mut resp = broker.groups.offset_commit(req, ctx.version, &exists);
+    if let Err(code) = commit_replicated(broker, &group).await {
+        // Kafka's translation of a commit whose append did not reach the ISR: the client
+        // finds the coordinator again and commits again.
+        for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+            if p.error_code == 0 {
+                p.error_code = code;
+            }
+        }
+    }
     resp.topics.extend(topic_errors(&denied, TOPIC_DENIED));
     resp
+}
+
+/// A commit is answered once every in-sync replica of the group's offsets partition has
+/// it (the coordinator's writes are acks=all, as in Kafka), within
+/// `offsets.commit.timeout.ms`: else COORDINATOR_NOT_AVAILABLE, or NOT_COORDINATOR if the
+/// partition's leadership moved meanwhile.
+async fn commit_replicated(broker: &Arc<Broker>, group: &str) -> Result<(), i16> {
+    let Some(topic) = broker.topic(weir_kafka::topic::OFFSETS_TOPIC) else {
+        return Ok(());
+    };
+    let partition = broker.groups.partition_for(group);
+    let Some(replica) = topic
+        .partition(partition)
+        .and_then(|v| v.replica.clone())
+        .filter(|r| r.is_replicated())
+    else {
+        return Ok(());
+    };
+    let end = replica
+        .lock_log()
+        .map_err(|_| NOT_COORDINATOR)?
+        .log_end_offset();
+    let deadline = tokio::time::Instant::now()
+        + std::time::Duration::from_millis(broker.config.offsets_commit_timeout_ms);
+    let min_insync = topic.config.min_insync_replicas.max(1) as usize;
+    replica
+        .wait_replicated(end, min_insync, deadline)
+        .await
+        .map_err(|e| {
+            if e.code == E::NotLeaderOrFollower.code() {
+                NOT_COORDINATOR
+            } else {
+                COORDINATOR_NOT_AVAILABLE
+            }
+        })
 }
 
 pub fn offset_fetch(

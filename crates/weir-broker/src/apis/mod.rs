@@ -131,7 +131,7 @@ pub async fn handle(
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, ctx, r)),
         RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(groups::leave_group(broker, ctx, r)),
         RequestKind::OffsetCommit(r) => {
-            ResponseKind::OffsetCommit(groups::offset_commit(broker, ctx, r))
+            ResponseKind::OffsetCommit(groups::offset_commit(broker, ctx, r).await)
         }
         RequestKind::OffsetFetch(r) => {
             ResponseKind::OffsetFetch(groups::offset_fetch(broker, ctx, r))
