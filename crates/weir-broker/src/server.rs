@@ -289,6 +289,24 @@ impl RunningBroker {
 
     /// Serves Prometheus metrics on `addr` (request counts and latencies, bytes, connections,
     /// and every partition's log figures).
+    /// Resolves once every data directory of the broker is offline (failed disks, a full
+    /// one): it can then hold no replica, so it should stop, as Kafka does, letting the
+    /// controller give its partitions to brokers that can. Names the directories.
+    pub async fn data_dirs_failed(&self) -> String {
+        let all = self.broker.config.log_dirs.len();
+        loop {
+            let offline = self.broker.logs.offline_dirs();
+            if offline.len() >= all {
+                return offline
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    }
+
     pub fn serve_metrics(&self, addr: SocketAddr) -> Result<(), String> {
         crate::metrics::serve(addr, self.broker.clone())
     }

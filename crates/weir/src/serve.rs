@@ -107,11 +107,20 @@ pub fn run(args: Args) -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
+        let mut failed = false;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: shutting down"),
             _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            dirs = running.data_dirs_failed() => {
+                tracing::error!(
+                    "every data directory is offline ({dirs}): shutting down, so that other \
+                     brokers lead this one's partitions; fix the disk and start it again"
+                );
+                failed = true;
+            }
         }
         match running.stop().await {
+            Ok(()) if failed => ExitCode::FAILURE,
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("weir serve: shutdown: {e}");
