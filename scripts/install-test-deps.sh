@@ -4,6 +4,8 @@
 #   codec packages as an independent implementation; confluent-kafka, aiokafka as clients);
 # - kcat (Debian's package, librdkafka 2.0.2);
 # - etcd (Debian's etcd-server, 3.4), which the cluster tests start on loopback ports;
+# - iptables and iproute2, with which the fault harness partitions brokers in their own
+#   network namespaces;
 # - KafkaJS and its codec plugins under tests/conformance/node_modules.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +23,8 @@ fi
 debs=""
 command -v kcat >/dev/null 2>&1 || debs="$debs kcat"
 command -v etcd >/dev/null 2>&1 || debs="$debs etcd-server"
+command -v iptables >/dev/null 2>&1 || debs="$debs iptables"
+command -v ip >/dev/null 2>&1 || debs="$debs iproute2"
 if [ -n "$debs" ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo

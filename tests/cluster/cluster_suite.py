@@ -13,6 +13,11 @@ etcd-server) and three `weir serve` brokers with `etcd.connect`, then
   controller:  `kill -9` of the controller: another broker controls within the lease time;
   broker:      `kill -9` of a broker: only its partitions lose their leader (the others take
                records all along), and they come back, with their records, when it restarts;
+  replicated:  for every client, a topic of three replicas (min.insync.replicas=2): the
+               client produces (idempotent, acks=all) and consumes in a group while the
+               leader of one partition is killed with -9; it finishes on the new leaders by
+               itself with every record, and the time each partition was without a leader
+               is reported; the broker comes back into the ISR;
   taken id:    a broker started with the id of a live one is refused, saying so.
 
 env: WEIR (target/debug/weir), CLIENTS, CODECS (none zstd), KEEP=1 keeps the logs.
@@ -199,6 +204,7 @@ def main():
         coordinator(brokers)
         controller_failover(brokers, everyone)
         broker_loss(brokers, everyone)
+        replicated_failover(brokers, everyone)
         shared_state(brokers)
         controlled_shutdown(brokers, everyone)
         etcd_outage(etcd, brokers, everyone)
@@ -355,6 +361,80 @@ def broker_loss(brokers, everyone):
               % (leaders(everyone, topic), before))
     got = count(everyone, topic, range(6))
     check(got == 600 + n, "every acknowledged record is there (%d of %d)" % (got, 600 + n))
+
+
+def client_command(cl):
+    here = os.path.join(ROOT, "tests", "conformance")
+    return {"kcat": [os.path.join(here, "smoke-kcat.sh")],
+            "confluent": [PY, os.path.join(here, "smoke_confluent.py")],
+            "kafkapy": [PY, os.path.join(here, "smoke_kafka_python.py")],
+            "aiokafka": [PY, os.path.join(here, "smoke_aiokafka.py")],
+            "kafkajs": ["node", os.path.join(here, "smoke-kafkajs.js")]}[cl]
+
+
+def partitions_of(addr, topic):
+    md = metadata(addr, topic)
+    return md.topics[topic].partitions
+
+
+def replicated_failover(brokers, everyone):
+    """Each client against a topic of three replicas while the leader of its partition 0
+    is killed with -9 (then restarted once the client is done)."""
+    leaderless = []
+    for i, cl in enumerate(CLIENTS):
+        topic = "rf3-%s-%s" % (cl, uuid.uuid4().hex[:6])
+        a = AdminClient({"bootstrap.servers": everyone})
+        a.create_topics([NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"})])[topic].result(15)
+        wait("in sync", 20, lambda: all(len(p.isrs) == 3 and p.leader >= 0
+                                        for p in partitions_of(everyone, topic).values()))
+        victim_id = partitions_of(everyone, topic)[0].leader
+        victim = brokers[victim_id]
+        alive = ",".join(b.addr for j, b in brokers.items() if j != victim_id)
+        env = dict(os.environ, BOOTSTRAP=everyone, TOPIC=topic, N="4000", CODEC="none",
+                   TIMEOUT="90", KAFKAJS_NO_PARTITIONER_WARNING="1")
+        log_path = os.path.join(tempfile.gettempdir(), "weir-cluster-rf3-%s.log" % cl)
+        with open(log_path, "w") as log:
+            client = subprocess.Popen(client_command(cl), env=env, stdout=log, stderr=log)
+            time.sleep(0.5)
+            killed = time.time()
+            victim.kill()
+            # How long partition 0 had no live leader, as a surviving broker tells it.
+            while True:
+                try:
+                    p0 = partitions_of(alive, topic)[0]
+                    if p0.leader not in (-1, victim_id):
+                        break
+                except KafkaException:
+                    pass
+                if time.time() - killed > 30:
+                    break
+                time.sleep(0.05)
+            leaderless.append(time.time() - killed)
+            try:
+                rc = client.wait(150)
+            except subprocess.TimeoutExpired:
+                client.kill()
+                rc = -1
+        out = open(log_path).read()
+        passed = rc == 0 and "PASS" in out
+        check(passed, "replicated: %s produces and consumes through the kill -9 of broker %d "
+              "(leader of partition 0) with every record%s"
+              % (cl, victim_id, "" if passed else ":\n" + out[-1500:]))
+        victim.start()
+        try:
+            took = wait("back in the ISR", 60, lambda: all(
+                len(p.isrs) == 3 for p in partitions_of(everyone, topic).values()))
+            check(True, "replicated: broker %d back in every ISR of %s (%.1f s after its restart)"
+                  % (victim_id, topic, took))
+        except TimeoutError:
+            check(False, "replicated: broker %d back in every ISR: %s" % (
+                victim_id, {k: v.isrs for k, v in partitions_of(everyone, topic).items()}))
+    if leaderless:
+        xs = sorted(leaderless)
+        check(xs[-1] < SESSION_MS / 1000 + 4,
+              "replicated: a partition without a leader after kill -9: p50 %.1f s, max %.1f s "
+              "(%d kills, etcd.session.timeout.ms=%d)"
+              % (xs[len(xs) // 2], xs[-1], len(xs), SESSION_MS))
 
 
 def shared_state(brokers):

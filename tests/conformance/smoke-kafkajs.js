@@ -30,7 +30,7 @@ const codecType = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP, sn
   lz4: CompressionTypes.LZ4, zstd: CompressionTypes.ZSTD }[CODEC];
 
 (async () => {
-  const kafka = new Kafka({ clientId: 'smoke-kafkajs', brokers: [B], logLevel: logLevel.WARN });
+  const kafka = new Kafka({ clientId: 'smoke-kafkajs', brokers: B.split(','), logLevel: logLevel.WARN });
   const admin = kafka.admin();
   await admin.connect();
   try {
