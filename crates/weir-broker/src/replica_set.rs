@@ -116,10 +116,13 @@ impl ReplicaSet {
 
     /// The high watermark the ISR makes: the least log end of its members (this broker's
     /// is `leader_leo`). `None` while a member's is unknown (it has not fetched from this
-    /// leader yet).
+    /// leader yet). The members are those of the ISR and of a change not yet seen back
+    /// (Kafka's "maximal ISR", KIP-497): a follower being added may already be in the
+    /// ISR the controller elects from, so the high watermark must not pass it.
     pub fn high_watermark(&self, leader_leo: i64) -> Option<i64> {
         let mut hw = leader_leo;
-        for r in self.isr.iter().filter(|r| **r != self.me) {
+        let pending = self.pending.iter().flatten();
+        for r in self.isr.iter().chain(pending).filter(|r| **r != self.me) {
             let leo = self.progress.get(r).map_or(-1, |p| p.leo);
             if leo < 0 {
                 return None;
@@ -205,6 +208,11 @@ mod tests {
         assert_eq!(s.to_expand(3, 15), Some(vec![1, 2, 3]));
         s.pending = Some(vec![1, 2, 3]);
         assert_eq!(s.to_expand(3, 15), None, "one change at a time");
+        // While 3's joining is not seen back, the high watermark waits for it too: the
+        // controller may already elect from an ISR that holds it.
+        assert_eq!(s.high_watermark(20), Some(15));
+        s.on_fetch(2, 20, 20, 1003);
+        assert_eq!(s.high_watermark(20), Some(16), "not past 3's log end");
         s.update(&[1, 2, 3], stamp(vec![1, 2, 3], 7), None);
         assert_eq!(s.pending, None, "seen back");
     }
