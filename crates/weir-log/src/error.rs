@@ -45,9 +45,18 @@ pub enum LogError {
     /// The producer's epoch is older than the one the log knows.
     #[error("invalid producer epoch: {0}")]
     InvalidProducerEpoch(String),
-    /// A gap in an idempotent producer's sequence numbers.
+    /// An idempotent producer's sequence number that goes back, or restarts wrongly.
     #[error("out of order sequence: {0}")]
     OutOfOrderSequence(String),
+    /// A batch whose sequence is ahead of the next one expected: the producer's batches
+    /// before it have not reached this log (still in flight, or refused and to be sent
+    /// again, often across a change of leader). Answered with a retriable error, not
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER: librdkafka takes that as a gap to close by bumping
+    /// its epoch and renumbering what it holds, which writes twice any record whose first
+    /// answer was lost (its issue 4953). Retried, the batch lands once the earlier ones
+    /// have, and only once.
+    #[error("sequence ahead: {0}")]
+    SequenceAhead(String),
     /// The log knows nothing of this producer id and the batch does not start a sequence.
     #[error("unknown producer id: {0}")]
     UnknownProducerId(String),
@@ -81,6 +90,7 @@ impl LogError {
             LogError::InvalidTimestamp(_) => ErrorCode::InvalidTimestamp,
             LogError::Config(_) => ErrorCode::InvalidConfig,
             LogError::OutOfOrderSequence(_) => ErrorCode::OutOfOrderSequenceNumber,
+            LogError::SequenceAhead(_) => ErrorCode::NotEnoughReplicas,
             LogError::InvalidProducerEpoch(_) => ErrorCode::InvalidProducerEpoch,
             LogError::Offline(_) | LogError::Io(_) => ErrorCode::KafkaStorageError,
             LogError::NotLeader(_) => ErrorCode::NotLeaderOrFollower,

@@ -48,6 +48,14 @@ fn decrement_sequence(seq: i32, by: i32) -> i32 {
     }
 }
 
+/// Whether `next_seq` skips past the sequence after `last_seq` (forward, by less than half
+/// the sequence space: sequences wrap at `i32::MAX`).
+fn ahead(last_seq: i32, next_seq: i32) -> bool {
+    let space = i32::MAX as i64 + 1;
+    let distance = (next_seq as i64 - last_seq as i64).rem_euclid(space);
+    distance > 1 && distance < space / 2
+}
+
 fn in_sequence(last_seq: i32, next_seq: i32) -> bool {
     next_seq as i64 == last_seq as i64 + 1 || (next_seq == 0 && last_seq == i32::MAX)
 }
@@ -221,6 +229,13 @@ impl ProducerStateManager {
             });
         }
         match entry.last_seq() {
+            Some(last) if ahead(last, batch.first_sequence) => {
+                Err(LogError::SequenceAhead(format!(
+                    "producer {} sent sequence {} while this partition's last is {}: the \
+                     batches between have not arrived yet; send them first",
+                    batch.producer_id, batch.first_sequence, last
+                )))
+            }
             Some(last) if !in_sequence(last, batch.first_sequence) => {
                 Err(LogError::OutOfOrderSequence(format!(
                     "producer {} sent sequence {} after {}",
@@ -437,8 +452,14 @@ mod tests {
         );
         assert!(matches!(
             m.check(&batch(7, 0, 12, 1, 99)),
+            Err(LogError::SequenceAhead(_))
+        ));
+        assert!(matches!(
+            m.check(&batch(7, 0, 2, 1, 99)),
             Err(LogError::OutOfOrderSequence(_))
         ));
+        assert!(ahead(i32::MAX - 1, 3), "across the wrap");
+        assert!(!ahead(i32::MAX, 0) && !ahead(5, 6) && !ahead(5, 4));
         assert!(matches!(
             m.check(&batch(7, -1, 10, 1, 99)),
             Err(LogError::InvalidProducerEpoch(_))

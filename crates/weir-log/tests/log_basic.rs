@@ -301,7 +301,11 @@ fn idempotent_retries_are_answered_with_their_original_offsets_across_restarts()
             AppendOrigin::Client,
         )
         .unwrap_err();
-    assert_eq!(gap.kafka_error_code(), 45, "OUT_OF_ORDER_SEQUENCE_NUMBER");
+    assert_eq!(
+        gap.kafka_error_code(),
+        19,
+        "NOT_ENOUGH_REPLICAS, retriable: the batches before it are to come"
+    );
     let fenced = log
         .append_as_leader(
             idempotent_batch(42, -1, 5, 1, "old"),
