@@ -511,14 +511,31 @@ def main():
         log, ends = read_everything()
         acked = load.acked
         lost = moved = 0
+        samples = []
+        values = collections.Counter(log.values())
+        # librdkafka acknowledges some records without an offset (a retry the broker
+        # answered as a duplicate of what it holds): those must be in the log somewhere.
+        no_offset = [(n, s) for (n, s, p, off) in acked if off is None or off < 0]
+        for n, s in no_offset:
+            if values["P%d-%d" % (n, s)] == 0:
+                lost += 1
+                samples.append("P%d-%d acknowledged (without an offset) is not in the log" % (n, s))
         for (n, s, p, off) in acked:
+            if off is None or off < 0:
+                continue
             v = log.get((p, off))
             if v is None:
                 lost += 1
             elif v != "P%d-%d" % (n, s):
                 moved += 1
-        values = collections.Counter(log.values())
+            if v != "P%d-%d" % (n, s) and len(samples) < 10:
+                samples.append("P%d-%d acknowledged at %d/%d, which holds %s" % (n, s, p, off, v))
         duplicated = sum(c - 1 for c in values.values() if c > 1)
+        where = collections.defaultdict(list)
+        for k, v in log.items():
+            if values[v] > 1:
+                where[v].append(k)
+        samples += ["%s twice, at %s" % (v, sorted(ks)) for v, ks in list(where.items())[:10]]
         out_of_order = 0
         for p in range(PARTITIONS):
             last = {}
@@ -537,12 +554,16 @@ def main():
         group_lost = [p for p, off in load.commits.items() if committed.get(p, -1) < off]
         report.update({
             "records_acknowledged": len(acked), "records_checked": len(log),
+            "acknowledged_without_offset": len(no_offset),
             "lost": lost, "moved": moved, "duplicated": duplicated,
             "out_of_order": out_of_order, "replicas_differ": differ,
             "group_offsets_lost": group_lost, "produce_errors": dict(load.failed),
+            "samples": samples,
             "seconds": round(time.time() - started),
         })
         if lost or moved or duplicated or out_of_order:
+            with open(os.path.join(work, "acked.json"), "w") as f:
+                json.dump(acked, f)
             problems.append("%d lost, %d moved, %d duplicated, %d out of order"
                             % (lost, moved, duplicated, out_of_order))
         if differ:
