@@ -983,6 +983,7 @@ pub fn create_topics(
                 version: RECORD_VERSION,
                 topic_id: uuid_to_base64(id),
                 partitions: assignment,
+                reassigning: Default::default(),
             };
             let session = m.session.clone();
             let (name, overrides) = (ask.name.clone(), ask.overrides.clone());
@@ -1109,6 +1110,7 @@ pub fn create_partitions(
         version: RECORD_VERSION,
         topic_id: uuid_to_base64(t.id),
         partitions: assignment,
+        reassigning: t.reassigning.clone(),
     };
     let (session, n, rev, id) = (m.session.clone(), name.to_string(), t.mod_revision, t.id);
     m.call(async move { session.set_topic(&n, rev, record).await })
@@ -1124,6 +1126,173 @@ pub fn create_partitions(
         "added partitions in the cluster"
     );
     Ok(())
+}
+
+/// One partition's move asked for: its target replicas, or `None` to cancel the move under
+/// way.
+pub type MoveAsk = (i32, Option<Vec<i32>>);
+
+/// Whether one partition's move was started (or cancelled), by partition.
+pub type MoveAnswer = (i32, Result<(), ApiError>);
+
+/// A move under way: its topic and partition, and its replicas in all, adding, removing.
+pub struct Moving {
+    pub topic: String,
+    pub partition: i32,
+    pub replicas: Vec<i32>,
+    pub adding: Vec<i32>,
+    pub removing: Vec<i32>,
+}
+
+/// AlterPartitionReassignments for one topic in a cluster (KIP-455): each partition's
+/// target checked, then the topic's record written at once with every move started (its
+/// replicas the target and then those it leaves) or cancelled (its original replicas
+/// back). The leader adds the new replicas to the ISR as they catch up; the controller
+/// moves leadership into the target and writes the move as done. An error for the whole
+/// topic, or one per partition.
+pub fn reassign(
+    m: &Membership,
+    topic: &str,
+    asks: &[MoveAsk],
+    allow_replication_factor_change: bool,
+) -> Result<Vec<MoveAnswer>, ApiError> {
+    let image = m.image();
+    let t = image.topic(topic).ok_or_else(|| {
+        ApiError::new(
+            E::UnknownTopicOrPartition,
+            format!("topic '{topic}' does not exist"),
+        )
+    })?;
+    let mut assignment = t.assignment.clone();
+    let mut reassigning = t.reassigning.clone();
+    let mut out = Vec::with_capacity(asks.len());
+    let mut changed = false;
+    for (p, target) in asks {
+        let Some(current) = usize::try_from(*p).ok().and_then(|i| t.assignment.get(i)) else {
+            out.push((
+                *p,
+                Err(ApiError::new(
+                    E::UnknownTopicOrPartition,
+                    format!("topic '{topic}' has no partition {p}"),
+                )),
+            ));
+            continue;
+        };
+        let checked = match target {
+            None => match reassigning.remove(p) {
+                Some(moving) => {
+                    assignment[*p as usize] = moving.original;
+                    Ok(())
+                }
+                None => Err(ApiError::new(
+                    E::NoReassignmentInProgress,
+                    format!("{topic}-{p} is not being moved"),
+                )),
+            },
+            Some(target) => {
+                let original = reassigning
+                    .get(p)
+                    .map_or_else(|| current.clone(), |m| m.original.clone());
+                let distinct: HashSet<i32> = target.iter().copied().collect();
+                if target.is_empty() || distinct.len() != target.len() {
+                    Err(ApiError::new(
+                        E::InvalidReplicaAssignment,
+                        format!("{topic}-{p}: the replicas must be distinct brokers, at least one"),
+                    ))
+                } else if let Some(b) = target.iter().find(|b| image.broker(**b).is_none()) {
+                    Err(ApiError::new(
+                        E::InvalidReplicaAssignment,
+                        format!("{topic}-{p}: broker {b} is not a live broker of the cluster"),
+                    ))
+                } else if !allow_replication_factor_change && target.len() != original.len() {
+                    Err(ApiError::new(
+                        E::InvalidReplicationFactor,
+                        format!(
+                            "{topic}-{p}: {} replicas instead of {} changes its replication \
+                             factor, which this request does not allow",
+                            target.len(),
+                            original.len()
+                        ),
+                    ))
+                } else if *target == original {
+                    // Back where it was: no move (an ongoing one is cancelled).
+                    reassigning.remove(p);
+                    assignment[*p as usize] = original;
+                    Ok(())
+                } else {
+                    let moving = weir_cluster::records::Reassigning {
+                        target: target.clone(),
+                        original,
+                    };
+                    assignment[*p as usize] = moving.full_set();
+                    reassigning.insert(*p, moving);
+                    Ok(())
+                }
+            }
+        };
+        changed |= checked.is_ok();
+        out.push((*p, checked));
+    }
+    if changed {
+        let mut held = image.replicas_per_broker();
+        for (p, a) in t.assignment.iter().enumerate() {
+            if assignment[p] != *a {
+                for r in a {
+                    if let Some(n) = held.get_mut(r) {
+                        *n = n.saturating_sub(1);
+                    }
+                }
+            }
+        }
+        let grown: Vec<Vec<i32>> = assignment
+            .iter()
+            .zip(&t.assignment)
+            .filter(|(new, old)| new != old)
+            .map(|(new, _)| new.clone())
+            .collect();
+        check_capacities(
+            &image,
+            &mut held,
+            &grown,
+            &format!("moving partitions of '{topic}'"),
+        )?;
+        let record = TopicRecord {
+            version: RECORD_VERSION,
+            topic_id: uuid_to_base64(t.id),
+            partitions: assignment,
+            reassigning,
+        };
+        let (session, n, rev) = (m.session.clone(), topic.to_string(), t.mod_revision);
+        m.call(async move { session.set_topic(&n, rev, record).await })
+            .map_err(|e| match e {
+                OpError::Conflict(msg) => ApiError::new(E::ReassignmentInProgress, msg),
+                e => unavailable(e),
+            })?;
+        tracing::info!(topic, "partition moves started or cancelled");
+    }
+    Ok(out)
+}
+
+/// The moves under way, of `only` the topics and partitions named, or of every one.
+pub fn reassignments(m: &Membership, only: Option<&[(String, Vec<i32>)]>) -> Vec<Moving> {
+    let image = m.image();
+    let mut out = Vec::new();
+    for t in image.topics.values() {
+        for (p, moving) in &t.reassigning {
+            let wanted =
+                only.is_none_or(|o| o.iter().any(|(name, ps)| *name == t.name && ps.contains(p)));
+            if wanted {
+                out.push(Moving {
+                    topic: t.name.clone(),
+                    partition: *p,
+                    replicas: t.replicas(*p).to_vec(),
+                    adding: moving.adding(),
+                    removing: moving.removing(),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// AlterConfigs of a topic in a cluster: the whole set of overrides, checked here first.

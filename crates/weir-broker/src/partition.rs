@@ -5,6 +5,7 @@
 //! second half, and none can append while another broker leads. Nothing here knows the
 //! wire format.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
@@ -50,7 +51,8 @@ pub struct Partition {
     /// made in the old one.
     role: RwLock<Role>,
     /// Whether other brokers hold replicas of it (then its high watermark is the ISR's).
-    replicated: bool,
+    /// Once set it stays: a partition moved down to one replica keeps an ISR of one.
+    replicated: AtomicBool,
     /// As its leader: the other replicas and how far each has fetched.
     followers: Mutex<ReplicaSet>,
 }
@@ -125,7 +127,7 @@ impl Partition {
                 leader: false,
                 leader_epoch: -1,
             }),
-            replicated,
+            replicated: AtomicBool::new(replicated),
             followers: Mutex::new(ReplicaSet::new(replicas.map_or(-1, |(me, _)| me))),
         })
         .and_then(|p| {
@@ -214,7 +216,7 @@ impl Partition {
     }
 
     pub fn is_replicated(&self) -> bool {
-        self.replicated
+        self.replicated.load(Ordering::Acquire)
     }
 
     fn lock_followers(&self) -> MutexGuard<'_, ReplicaSet> {
@@ -230,6 +232,15 @@ impl Partition {
         stamp: Option<StateStamp>,
         became_leader: bool,
     ) {
+        if replicas.len() > 1 && !self.is_replicated() {
+            // Moved from one replica to several: from now on the ISR moves the high
+            // watermark, starting where it is.
+            if let Ok(mut log) = self.lock_log() {
+                let hw = log.high_watermark();
+                log.set_replicated(Some(hw));
+                self.replicated.store(true, Ordering::Release);
+            }
+        }
         let start = became_leader.then(|| {
             let leo = self.lock_log().map_or(0, |l| l.log_end_offset());
             (weir_log::now_ms(), leo)
@@ -243,7 +254,7 @@ impl Partition {
     /// The ISR's high watermark, applied to the log if it moved (the leader of a
     /// replicated partition only; other logs move it on every append). Whether it moved.
     pub fn advance_high_watermark(&self) -> bool {
-        if !self.replicated || !self.is_leader() {
+        if !self.is_replicated() || !self.is_leader() {
             return false;
         }
         let Ok(mut log) = self.lock_log() else {
@@ -270,7 +281,7 @@ impl Partition {
 
     /// The ISR without the followers behind for longer than `lag_ms`, if any are.
     pub fn lagging(&self, lag_ms: i64) -> Option<Vec<i32>> {
-        if !self.replicated || !self.is_leader() {
+        if !self.is_replicated() || !self.is_leader() {
             return None;
         }
         let leo = self.lock_log().ok()?.log_end_offset();

@@ -34,6 +34,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
     // After a v0 handshake the SASL tokens go as bare frames; v1 wraps them in
     // SaslAuthenticate. librdkafka asks for v0 in the range before it uses v1.
     (ApiKey::SaslHandshake, 0, 1),

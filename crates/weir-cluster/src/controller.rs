@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::image::{MetadataImage, TopicImage};
-use crate::records::{LeaderAndIsr, PartitionName, NO_LEADER};
+use crate::records::{LeaderAndIsr, PartitionName, Reassigning, TopicRecord, NO_LEADER};
 
 /// Why the controller changes a partition's leadership (for the log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +39,9 @@ pub enum Why {
     /// Its leader restarted (a new incarnation registered): leadership starts again at a
     /// new epoch, so nothing of the old process's leadership carries over.
     Restarted,
+    /// It is moving to other replicas (AlterPartitionReassignments): leadership goes to a
+    /// target replica once all of them are in sync, and replicas it left leave the ISR.
+    Reassigned,
     /// No ISR member can lead and the topic allows an unclean election.
     Unclean,
 }
@@ -89,9 +92,14 @@ pub fn plan(image: &MetadataImage, asks: &Asks) -> Vec<StateChange> {
             };
             let preferred = asks.preferred.contains(&name);
             let unclean = unclean || asks.unclean.contains(&name);
-            if let Some((state, why)) =
-                decide(image, t, p, replicas, preferred, unclean, &asks.bounced)
-            {
+            let moving = t.reassigning.get(&p);
+            let wanted = Wanted {
+                moving,
+                preferred,
+                unclean,
+                restarted: &asks.bounced,
+            };
+            if let Some((state, why)) = decide(image, t, p, replicas, &wanted) {
                 out.push(StateChange {
                     topic: t.name.clone(),
                     partition: p,
@@ -106,15 +114,80 @@ pub fn plan(image: &MetadataImage, asks: &Asks) -> Vec<StateChange> {
     out
 }
 
+/// A topic whose partitions finished moving: its record with each such partition's target
+/// as its replicas, written over `mod_revision`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MovesDone {
+    pub topic: String,
+    pub mod_revision: i64,
+    pub create_revision: i64,
+    pub record: TopicRecord,
+    pub partitions: Vec<i32>,
+}
+
+/// The moves that are done (Kafka's reassignment completion): every target replica is in
+/// the ISR and a target replica leads. The replicas left then drop out of the ISR through
+/// `plan`, and their brokers remove their copies.
+pub fn moves_done(image: &MetadataImage) -> Vec<MovesDone> {
+    let mut out = Vec::new();
+    for t in image.topics.values().filter(|t| !t.reassigning.is_empty()) {
+        let mut assignment = t.assignment.clone();
+        let mut reassigning = t.reassigning.clone();
+        let mut done = Vec::new();
+        for (p, m) in &t.reassigning {
+            let Some(s) = t.state(*p) else { continue };
+            if m.target.iter().all(|r| s.isr.contains(r)) && m.target.contains(&s.leader) {
+                if let Some(slot) = usize::try_from(*p).ok().and_then(|i| assignment.get_mut(i)) {
+                    *slot = m.target.clone();
+                    reassigning.remove(p);
+                    done.push(*p);
+                }
+            }
+        }
+        if done.is_empty() {
+            continue;
+        }
+        out.push(MovesDone {
+            topic: t.name.clone(),
+            mod_revision: t.mod_revision,
+            create_revision: t.create_revision,
+            record: TopicRecord {
+                version: crate::records::RECORD_VERSION,
+                topic_id: weir_kafka::topic::uuid_to_base64(t.id),
+                partitions: assignment,
+                reassigning,
+            },
+            partitions: done,
+        });
+    }
+    out
+}
+
+/// What is asked of one partition beyond keeping it led.
+struct Wanted<'a> {
+    /// Its move under way.
+    moving: Option<&'a Reassigning>,
+    /// Its preferred replica should lead.
+    preferred: bool,
+    /// Any live replica may lead it if no ISR member can.
+    unclean: bool,
+    /// Brokers that restarted.
+    restarted: &'a BTreeSet<i32>,
+}
+
 fn decide(
     image: &MetadataImage,
     t: &TopicImage,
     p: i32,
     replicas: &[i32],
-    preferred: bool,
-    unclean: bool,
-    restarted: &BTreeSet<i32>,
+    wanted: &Wanted<'_>,
 ) -> Option<(LeaderAndIsr, Why)> {
+    let Wanted {
+        moving,
+        preferred,
+        unclean,
+        restarted,
+    } = *wanted;
     let may_lead = |b: i32| image.may_lead(b);
     let Some(s) = t.state(p) else {
         let live: Vec<i32> = replicas.iter().copied().filter(|b| may_lead(*b)).collect();
@@ -156,6 +229,42 @@ fn decide(
         let mut isr = kept;
         if !isr.contains(&s.leader) {
             isr.insert(0, s.leader);
+        }
+        if let Some(m) = moving {
+            // Every target replica in sync: a target replica leads before the move is
+            // written as done (it never leaves a leader outside its replicas).
+            let synced = m.target.iter().all(|r| s.isr.contains(r));
+            if synced && !m.target.contains(&s.leader) {
+                if let Some(next) = m
+                    .target
+                    .iter()
+                    .copied()
+                    .find(|b| isr.contains(b) && may_lead(*b))
+                {
+                    return Some((s.with_leader(next, isr), Why::Reassigned));
+                }
+            }
+        }
+        if !replicas.contains(&s.leader) {
+            // Its replicas no longer hold the leader (a move cancelled, or done): an ISR
+            // member among them takes over.
+            let mut within: Vec<i32> = isr
+                .iter()
+                .copied()
+                .filter(|b| replicas.contains(b))
+                .collect();
+            if let Some(next) = replicas
+                .iter()
+                .copied()
+                .find(|b| within.contains(b) && may_lead(*b))
+            {
+                within.retain(|b| *b != next);
+                within.insert(0, next);
+                return Some((s.with_leader(next, within), Why::Reassigned));
+            }
+        } else if isr.iter().any(|b| !replicas.contains(b)) {
+            isr.retain(|b| replicas.contains(b));
+            return Some((s.with_isr(isr), Why::Reassigned));
         }
         if preferred {
             let want = *replicas.first()?;
@@ -270,8 +379,12 @@ mod tests {
         }
 
         fn put(&mut self, key: String, value: Vec<u8>) {
+            self.put_created_at(key, value, self.rev + 1);
+        }
+
+        /// A put of a key created at `create` (an update, when it is the key's own).
+        fn put_created_at(&mut self, key: String, value: Vec<u8>, create: i64) {
             self.rev += 1;
-            let create = self.rev;
             let kv = Kv {
                 key,
                 value: value.into(),
@@ -323,6 +436,7 @@ mod tests {
                     version: 1,
                     topic_id: weir_kafka::topic::uuid_to_base64(uuid::Uuid::new_v4()),
                     partitions: assignment,
+                    reassigning: Default::default(),
                 }),
             );
         }
@@ -351,6 +465,68 @@ mod tests {
         fn state(&self, topic: &str, p: i32) -> LeaderAndIsr {
             self.image.topic(topic).unwrap().state(p).unwrap().clone()
         }
+    }
+
+    #[test]
+    fn a_move_hands_leadership_to_its_target_then_is_written_as_done() {
+        let mut w = World::new();
+        for b in [1, 2, 3] {
+            w.broker(b, false);
+        }
+        w.topic("t", vec![vec![1]]);
+        w.step(&Asks::default());
+        // Moving to [2, 3]: the full set is the target then the replica it leaves.
+        let moving = Reassigning {
+            target: vec![2, 3],
+            original: vec![1],
+        };
+        assert_eq!(moving.full_set(), vec![2, 3, 1]);
+        assert_eq!((moving.adding(), moving.removing()), (vec![2, 3], vec![1]));
+        let id = w.image.topic("t").unwrap().id;
+        let record = |partitions: Vec<Vec<i32>>, reassigning: BTreeMap<i32, Reassigning>| {
+            encode(&TopicRecord {
+                version: 1,
+                topic_id: weir_kafka::topic::uuid_to_base64(id),
+                partitions,
+                reassigning,
+            })
+        };
+        let r = record(vec![moving.full_set()], [(0, moving.clone())].into());
+        let key = w.keys.topic("t");
+        let created = w.image.topic("t").unwrap().create_revision;
+        w.put_created_at(key.clone(), r, created);
+        // Not in sync yet: nothing moves.
+        assert!(w.step(&Asks::default()).is_empty());
+        assert!(moves_done(&w.image).is_empty());
+        // The leader added both to the ISR as they caught up.
+        let s = w.state("t", 0).with_isr(vec![1, 2, 3]);
+        let state_key = w.keys.partition_state("t", 0);
+        w.put(
+            state_key,
+            encode(&PartitionStateRecord {
+                version: 1,
+                controller_epoch: 1,
+                state: s,
+            }),
+        );
+        assert!(
+            moves_done(&w.image).is_empty(),
+            "its leader is not a target yet"
+        );
+        let c = w.step(&Asks::default());
+        assert_eq!(c[0].why, Why::Reassigned);
+        assert_eq!(w.state("t", 0).leader, 2);
+        let done = moves_done(&w.image);
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].record.partitions, vec![vec![2, 3]]);
+        assert!(done[0].record.reassigning.is_empty());
+        let r = record(vec![vec![2, 3]], BTreeMap::new());
+        w.put_created_at(key, r, created);
+        // The replica it left goes from the ISR.
+        let c = w.step(&Asks::default());
+        assert_eq!(c[0].why, Why::Reassigned);
+        assert_eq!(w.state("t", 0).isr, vec![2, 3]);
+        assert!(w.step(&Asks::default()).is_empty(), "settled");
     }
 
     #[test]

@@ -60,6 +60,8 @@ pub struct TopicImage {
     pub assignment: Vec<Vec<i32>>,
     pub create_revision: i64,
     pub mod_revision: i64,
+    /// Partitions being moved, by index.
+    pub reassigning: BTreeMap<i32, crate::records::Reassigning>,
     /// Partition states written for this incarnation of the topic (a state written
     /// before the topic was last created is a leftover and is not here).
     pub states: BTreeMap<i32, Stamped<PartitionStateRecord>>,
@@ -197,6 +199,7 @@ impl MetadataImage {
                         name,
                         id,
                         assignment: r.partitions,
+                        reassigning: r.reassigning,
                         create_revision: kv.create_revision,
                         mod_revision: kv.mod_revision,
                         states,
@@ -353,6 +356,7 @@ mod tests {
             version: 1,
             topic_id: weir_kafka::topic::uuid_to_base64(id),
             partitions: parts,
+            reassigning: Default::default(),
         })
     }
 

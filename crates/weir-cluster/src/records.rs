@@ -89,8 +89,45 @@ pub struct TopicRecord {
     /// Kafka's textual topic id (base64).
     pub topic_id: String,
     /// Each partition's replicas, in preference order (the first is the preferred
-    /// leader); index = partition.
+    /// leader); index = partition. A partition being moved has its target replicas here
+    /// first, then those it is leaving (KIP-455's full replica set).
     pub partitions: Vec<Vec<i32>>,
+    /// The partitions being moved (AlterPartitionReassignments), by index.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reassigning: BTreeMap<i32, Reassigning>,
+}
+
+/// A partition's move to other replicas: where it goes, and where it was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reassigning {
+    pub target: Vec<i32>,
+    pub original: Vec<i32>,
+}
+
+impl Reassigning {
+    /// The replicas a partition has while it moves: the target's, then the original ones
+    /// it leaves, so that the preferred leader is the target's first.
+    pub fn full_set(&self) -> Vec<i32> {
+        let mut all = self.target.clone();
+        all.extend(self.original.iter().filter(|r| !self.target.contains(r)));
+        all
+    }
+
+    pub fn adding(&self) -> Vec<i32> {
+        self.target
+            .iter()
+            .copied()
+            .filter(|r| !self.original.contains(r))
+            .collect()
+    }
+
+    pub fn removing(&self) -> Vec<i32> {
+        self.original
+            .iter()
+            .copied()
+            .filter(|r| !self.target.contains(r))
+            .collect()
+    }
 }
 
 /// A partition's leadership, as Kafka's `LeaderAndIsr`: who leads, at which epoch, and

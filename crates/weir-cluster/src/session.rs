@@ -1102,6 +1102,17 @@ async fn control(inner: &Inner, epoch: i32, created: i64) {
                 return;
             }
         }
+        for done in controller::moves_done(&image) {
+            match write_moves(inner, created, &done).await {
+                Ok(true) => tracing::info!(
+                    topic = %done.topic,
+                    partitions = ?done.partitions,
+                    "controller: partitions moved to their new replicas"
+                ),
+                Ok(false) => all_landed = false,
+                Err(Deposed) => return,
+            }
+        }
         for c in &changes {
             tracing::info!(
                 topic = %c.topic,
@@ -1147,6 +1158,50 @@ async fn control(inner: &Inner, epoch: i32, created: i64) {
 
 /// This broker no longer holds the controller key.
 struct Deposed;
+
+/// Writes a topic whose moves are done, if it is still the one planned from and this
+/// broker still controls; `Ok(false)` if the topic changed meanwhile or etcd was away.
+async fn write_moves(
+    inner: &Inner,
+    created: i64,
+    done: &controller::MovesDone,
+) -> Result<bool, Deposed> {
+    let k = &inner.keys;
+    let out = inner
+        .etcd
+        .txn(Txn {
+            when: vec![
+                Cmp::CreateRevision(k.controller(), created),
+                Cmp::ModRevision(k.topic(&done.topic), done.mod_revision),
+            ],
+            then: vec![Op::Put {
+                key: k.topic(&done.topic),
+                value: encode(&done.record),
+                lease: 0,
+            }],
+            otherwise: vec![Op::Get(k.controller())],
+        })
+        .await;
+    match out {
+        Ok(o) if o.succeeded => Ok(true),
+        Ok(o) => {
+            let ours = o
+                .got
+                .first()
+                .and_then(|kv| kv.as_ref())
+                .is_some_and(|kv: &Kv| kv.create_revision == created);
+            if ours {
+                Ok(false)
+            } else {
+                Err(Deposed)
+            }
+        }
+        Err(e) => {
+            tracing::warn!("controller write for topic {}: {e}", done.topic);
+            Ok(false)
+        }
+    }
+}
 
 /// Writes one planned change; `Ok(false)` if the metadata moved meanwhile (the next plan
 /// decides again) or etcd was away.

@@ -53,6 +53,7 @@ fn topic(partitions: Vec<Vec<i32>>) -> TopicRecord {
         version: RECORD_VERSION,
         topic_id: weir_kafka::topic::uuid_to_base64(uuid::Uuid::new_v4()),
         partitions,
+        reassigning: Default::default(),
     }
 }
 

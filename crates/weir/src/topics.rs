@@ -88,6 +88,29 @@ enum Command {
         #[arg(long = "delete-config", value_name = "KEY")]
         delete_configs: Vec<String>,
     },
+    /// Move partitions to other brokers (Kafka's kafka-reassign-partitions): the new
+    /// replicas are added, catch up, take over, and the old ones are dropped. Or cancel a
+    /// move, or list the moves under way.
+    Reassign {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long, required_unless_present = "list")]
+        topic: Option<String>,
+        /// A partition to move (repeatable).
+        #[arg(long = "partition", required_unless_present = "list")]
+        partitions: Vec<i32>,
+        /// The new replicas, preferred leader first, e.g. --replicas 2,3,1.
+        #[arg(long, value_delimiter = ',', required_unless_present_any = ["cancel", "list"])]
+        replicas: Vec<i32>,
+        /// Cancel the moves of these partitions: back to their replicas before.
+        #[arg(long, conflicts_with = "replicas")]
+        cancel: bool,
+        /// List the moves under way.
+        #[arg(long, conflicts_with_all = ["topic", "replicas", "cancel"])]
+        list: bool,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -217,6 +240,67 @@ async fn execute(command: Command) -> Result<(), Failure> {
                 println!("Updated the settings of topic '{topic}'.");
             }
             Ok(())
+        }
+        Command::Reassign {
+            client,
+            topic,
+            partitions,
+            replicas,
+            cancel,
+            list,
+            json,
+        } => {
+            let a = admin(&client)?;
+            if list {
+                let moves = a.list_reassignments().await?;
+                if json {
+                    let v: Vec<Value> = moves
+                        .iter()
+                        .map(|m| {
+                            json!({"topic": m.topic, "partition": m.partition,
+                                   "replicas": m.replicas, "adding": m.adding,
+                                   "removing": m.removing})
+                        })
+                        .collect();
+                    cli::print_json(&Value::Array(v));
+                } else if moves.is_empty() {
+                    println!("No partition is being moved.");
+                } else {
+                    for m in &moves {
+                        println!(
+                            "{}-{}: replicas {} (adding {}, removing {})",
+                            m.topic,
+                            m.partition,
+                            join(&m.replicas),
+                            join(&m.adding),
+                            join(&m.removing)
+                        );
+                    }
+                }
+                return Ok(());
+            }
+            let topic = topic.unwrap_or_default();
+            let target = (!cancel).then_some(replicas);
+            let moves: Vec<(String, i32, Option<Vec<i32>>)> = partitions
+                .iter()
+                .map(|p| (topic.clone(), *p, target.clone()))
+                .collect();
+            let mut failed = Vec::new();
+            for ((t, p), r) in a.alter_reassignments(&moves).await? {
+                match r {
+                    Ok(()) if cancel => println!("Cancelled the move of {t}-{p}."),
+                    Ok(()) => println!(
+                        "Moving {t}-{p} to replicas {}.",
+                        join(target.as_deref().unwrap_or_default())
+                    ),
+                    Err(e) => failed.push(format!("{t}-{p}: {e}")),
+                }
+            }
+            if failed.is_empty() {
+                Ok(())
+            } else {
+                Err(Failure::Failed(failed.join("; ")))
+            }
         }
     }
 }

@@ -255,3 +255,117 @@ async fn acknowledged_records_are_on_every_in_sync_replica_and_survive_the_leade
     assert!(lines[100].contains("\"value\":\"b-0\""), "{}", lines[100]);
     assert!(lines[105].contains("\"value\":\"d-0\""), "{}", lines[105]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_moves_to_other_brokers_with_every_record() {
+    let etcd = EtcdServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let data = |id: i32| dir.path().join(format!("b{id}"));
+    let brokers: Vec<Server> = (1..=3)
+        .map(|id| Server::start(&data(id), &overrides(&etcd, id)))
+        .collect();
+    let a1 = brokers[0].addr.clone();
+    wait_for("three brokers", async || {
+        let mut r = MetadataRequest::default();
+        r.topics = Some(vec![]);
+        match call(&a1, ApiKey::Metadata, 12, RequestKind::Metadata(r)).await {
+            ResponseKind::Metadata(m) => (m.brokers.len() == 3).then_some(()),
+            _ => None,
+        }
+    })
+    .await;
+    weir(&[
+        "topics",
+        "create",
+        "--bootstrap",
+        &a1,
+        "--topic",
+        "r",
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "1",
+    ]);
+    let p = partition(&a1, "r").await;
+    let from = p.leader_id.0;
+    let addr = |id: i32| brokers[(id - 1) as usize].addr.clone();
+    for i in 0..10 {
+        assert_eq!(produce(&addr(from), &format!("m{i}"), 5).await, (0, i * 5));
+    }
+    // From one replica on `from` to two on the other brokers: the replication factor
+    // changes, the leader moves, and `from` drops its copy.
+    let to: Vec<i32> = (1..=3).filter(|b| *b != from).collect();
+    let list = to
+        .iter()
+        .map(|b| b.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let out = weir(&[
+        "topics",
+        "reassign",
+        "--bootstrap",
+        &a1,
+        "--topic",
+        "r",
+        "--partition",
+        "0",
+        "--replicas",
+        &list,
+    ]);
+    assert!(out.contains("Moving r-0"), "{out}");
+    let done = wait_for("the move done", async || {
+        let p = partition(&a1, "r").await;
+        let replicas: Vec<i32> = p.replica_nodes.iter().map(|b| b.0).collect();
+        let mut isr: Vec<i32> = p.isr_nodes.iter().map(|b| b.0).collect();
+        isr.sort();
+        (replicas == to && isr == to).then_some(p)
+    })
+    .await;
+    assert_eq!(done.leader_id.0, to[0], "the target's first replica leads");
+    assert!(done.leader_epoch > p.leader_epoch);
+    let listed = weir(&["topics", "reassign", "--bootstrap", &a1, "--list"]);
+    assert!(listed.contains("No partition is being moved"), "{listed}");
+    wait_for("the old copy removed", async || {
+        (!data(from).join("r-0").exists()).then_some(())
+    })
+    .await;
+    assert_eq!(produce(&addr(to[0]), "after", 5).await, (0, 50));
+    let on_leader = log_bytes(&data(to[0]));
+    wait_for("the follower has it all", async || {
+        (log_bytes(&data(to[1])) == on_leader).then_some(())
+    })
+    .await;
+    // Nothing to cancel now; a move to a broker that is not there is refused.
+    let r = common::weir_result(&[
+        "topics",
+        "reassign",
+        "--bootstrap",
+        &a1,
+        "--topic",
+        "r",
+        "--partition",
+        "0",
+        "--cancel",
+    ]);
+    assert!(!r.status.success());
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("NO_REASSIGNMENT_IN_PROGRESS"),
+        "{r:?}"
+    );
+    let r = common::weir_result(&[
+        "topics",
+        "reassign",
+        "--bootstrap",
+        &a1,
+        "--topic",
+        "r",
+        "--partition",
+        "0",
+        "--replicas",
+        "1,9",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("broker 9"),
+        "{r:?}"
+    );
+}

@@ -23,6 +23,7 @@ mod misc;
 mod offsets;
 mod produce;
 mod quotas;
+mod reassign;
 pub mod sasl;
 
 /// Runs blocking work (making files, syncing them) from a handler without holding up the
@@ -113,6 +114,12 @@ pub async fn handle(
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(misc::init_producer_id(broker, ctx, r))
         }
+        RequestKind::AlterPartitionReassignments(r) => ResponseKind::AlterPartitionReassignments(
+            reassign::alter_partition_reassignments(broker, ctx, r),
+        ),
+        RequestKind::ListPartitionReassignments(r) => ResponseKind::ListPartitionReassignments(
+            reassign::list_partition_reassignments(broker, ctx, r),
+        ),
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(elections::elect_leaders(broker, ctx, r))
         }

@@ -40,7 +40,9 @@ pub use cluster::{BrokerDescription, ClusterDescription};
 pub use configs::AlterConfigOp;
 pub use groups::{decode_assignment, GroupDescription, GroupListing, MemberDescription};
 pub use quotas::{QuotaAlteration, QuotaEntity, QuotaMatch};
-pub use topics::{ListedOffset, NewTopic, OffsetSpec, PartitionDescription, TopicDescription};
+pub use topics::{
+    ListedOffset, NewTopic, OffsetSpec, PartitionDescription, Reassignment, TopicDescription,
+};
 /// The ACL and config vocabulary of the admin API is Kafka's, defined once in weir-kafka.
 pub use weir_kafka::acl::{
     AclBinding, AclBindingFilter, Operation, PatternFilter, PatternType, Permission, ResourceType,

@@ -500,3 +500,114 @@ impl Admin {
         Ok(by.into_iter().collect())
     }
 }
+
+const ALTER_REASSIGNMENTS: (i16, i16) = (0, 1);
+const LIST_REASSIGNMENTS: (i16, i16) = (0, 0);
+
+/// A partition's move under way (ListPartitionReassignments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reassignment {
+    pub topic: String,
+    pub partition: i32,
+    /// Its replicas while it moves: the target's, then those it leaves.
+    pub replicas: Vec<i32>,
+    pub adding: Vec<i32>,
+    pub removing: Vec<i32>,
+}
+
+impl Admin {
+    /// Moves partitions to other replicas (AlterPartitionReassignments, KIP-455): each
+    /// `(topic, partition, Some(replicas))` starts a move there, `None` cancels the one
+    /// under way. The answer per partition says whether it started; the move itself goes
+    /// on in the cluster (see `list_reassignments`).
+    pub async fn alter_reassignments(
+        &self,
+        moves: &[(String, i32, Option<Vec<i32>>)],
+    ) -> Result<Vec<((String, i32), Result<()>)>> {
+        use kafka_protocol::messages::alter_partition_reassignments_request::{
+            ReassignablePartition, ReassignableTopic,
+        };
+        use kafka_protocol::messages::AlterPartitionReassignmentsRequest;
+        let build = |_| {
+            let mut req = AlterPartitionReassignmentsRequest::default();
+            req.timeout_ms = self.timeout_ms();
+            req.allow_replication_factor_change = true;
+            let mut topics: BTreeMap<&str, Vec<ReassignablePartition>> = BTreeMap::new();
+            for (t, p, replicas) in moves {
+                let mut rp = ReassignablePartition::default();
+                rp.partition_index = *p;
+                rp.replicas = replicas
+                    .as_ref()
+                    .map(|r| r.iter().map(|b| BrokerId(*b)).collect());
+                topics.entry(t.as_str()).or_default().push(rp);
+            }
+            req.topics = topics
+                .into_iter()
+                .map(|(name, partitions)| {
+                    let mut rt = ReassignableTopic::default();
+                    rt.name = TopicName(sb(name));
+                    rt.partitions = partitions;
+                    rt
+                })
+                .collect();
+            req
+        };
+        let resp = self
+            .send(
+                "moving partitions",
+                Route::Controller,
+                ALTER_REASSIGNMENTS,
+                build,
+                |r| vec![r.error_code],
+            )
+            .await?;
+        err(resp.error_code, resp.error_message.as_ref())?;
+        Ok(resp
+            .responses
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(move |p| {
+                    (
+                        (t.name.to_string(), p.partition_index),
+                        err(p.error_code, p.error_message.as_ref()),
+                    )
+                })
+            })
+            .collect())
+    }
+
+    /// The partition moves under way in the cluster (ListPartitionReassignments).
+    pub async fn list_reassignments(&self) -> Result<Vec<Reassignment>> {
+        use kafka_protocol::messages::ListPartitionReassignmentsRequest;
+        let build = |_| {
+            let mut req = ListPartitionReassignmentsRequest::default();
+            req.timeout_ms = self.timeout_ms();
+            req.topics = None;
+            req
+        };
+        let resp = self
+            .send(
+                "listing partition moves",
+                Route::Controller,
+                LIST_REASSIGNMENTS,
+                build,
+                |r| vec![r.error_code],
+            )
+            .await?;
+        err(resp.error_code, resp.error_message.as_ref())?;
+        let ids = |v: &[BrokerId]| v.iter().map(|b| b.0).collect::<Vec<_>>();
+        Ok(resp
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(move |p| Reassignment {
+                    topic: t.name.to_string(),
+                    partition: p.partition_index,
+                    replicas: ids(&p.replicas),
+                    adding: ids(&p.adding_replicas),
+                    removing: ids(&p.removing_replicas),
+                })
+            })
+            .collect())
+    }
+}

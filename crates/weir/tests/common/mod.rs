@@ -118,6 +118,15 @@ pub fn weir(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `weir ARGS` run to its end, whatever it answers.
+pub fn weir_result(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// A request frame, size prefix included, encoded by kafka-protocol.
 pub fn frame(api: ApiKey, version: i16, corr: i32, body: &RequestKind) -> Bytes {
     let mut buf = BytesMut::new();
