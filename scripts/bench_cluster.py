@@ -28,13 +28,10 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
 import bench_workloads as bw  # noqa: E402
 import cluster_suite as cs  # noqa: E402
 
-WEIR, CEILING = sys.argv[1], sys.argv[2]
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 RECORDS = int(os.environ.get("W1_RECORDS", "2000000"))
 N = int(os.environ.get("N", "10"))
 cs.SESSION_MS = int(os.environ.get("SESSION_MS", "3000"))
-cs.WEIR = bw.WEIR = WEIR
-bw.CEILING = CEILING
 med = statistics.median
 
 
@@ -251,4 +248,7 @@ def main():
 
 
 if __name__ == "__main__":
+    # Run as a script; bench_replication.py imports the cluster helpers alone.
+    cs.WEIR = bw.WEIR = sys.argv[1]
+    bw.CEILING = sys.argv[2]
     main()

@@ -31,7 +31,9 @@ import sys
 import tempfile
 import time
 
-WEIR, CEILING = sys.argv[1], sys.argv[2]
+# As a script: WEIR CEILING; scripts that import this module set them.
+WEIR = sys.argv[1] if len(sys.argv) > 1 else None
+CEILING = sys.argv[2] if len(sys.argv) > 2 else None
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 W1_RECORDS = int(os.environ.get("W1_RECORDS", "3000000"))
 W4_MB = int(os.environ.get("W4_MB", "1024"))

@@ -31,6 +31,9 @@ cargo build --workspace --locked --quiet
 step "a cluster of three brokers on etcd, with real clients (tests/cluster)"
 ./scripts/cluster-suite.sh
 
+step "replication under random faults: three brokers in network namespaces (tests/faults, short form)"
+./scripts/fault-suite.sh
+
 step "crash consistency: kill -9 under load (tests/crash, short form)"
 ./scripts/crash-suite.sh
 
