@@ -9,7 +9,11 @@
               it is down, then the time from its restart until it is back in the ISR of
               every partition.
 
+  failover:   the leader of a partition of three replicas killed with -9, until another
+              broker names a new one, N runs at etcd.session.timeout.ms 2000 and 3000.
+
     bench_replication.py WEIR     env: ROUNDS (3) SMALL (2000000) LARGE (400000) REJOIN_MB (1024)
+                                       N (10)
 Prints the BENCHMARKS.md section on stdout.
 """
 import json
@@ -33,6 +37,8 @@ cs.WEIR = bw.WEIR = WEIR
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 SIZES = {100: int(os.environ.get("SMALL", "2000000")), 1024: int(os.environ.get("LARGE", "400000"))}
 REJOIN_MB = int(os.environ.get("REJOIN_MB", "1024"))
+N = int(os.environ.get("N", "10"))
+FAILOVER_SESSIONS = [2000, 3000]
 med = statistics.median
 
 
@@ -45,6 +51,14 @@ def produce(boot, topic, records, size, acks):
 def create(boot, topic, rf):
     bw.weir("topics", "create", "--bootstrap", boot, "--topic", topic, "--partitions", "8",
             "--replication-factor", str(rf), "--config", "min.insync.replicas=%d" % min(rf, 2))
+
+
+def leader_of(addr, topic):
+    """Partition 0's leader as broker `addr` itself says (-1: none, or no answer)."""
+    try:
+        return metadata(addr, [topic])[1].get(topic, [-1])[0]
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 def isr_sizes(addr, topic):
@@ -86,6 +100,35 @@ def main():
     stop_cluster(etcd, brokers)
     subprocess.run(["rm", "-rf", work])
 
+    failover = {}
+    for session_ms in FAILOVER_SESSIONS:
+        bw.log("a partition's leader killed, etcd.session.timeout.ms=%d, %d runs" % (session_ms, N))
+        cs.SESSION_MS = session_ms
+        work = tempfile.mkdtemp(prefix="weir-bench-repl-")
+        etcd, brokers = start_cluster(work)
+        create(brokers[1].addr, "failover", 3)
+        times = []
+        for i in range(N):
+            leader = leader_of(brokers[1 + i % 3].addr, "failover")
+            while leader < 0:
+                time.sleep(0.05)
+                leader = leader_of(brokers[1 + i % 3].addr, "failover")
+            victim = brokers[leader]
+            other = next(b.addr for k, b in brokers.items() if k != leader)
+            victim.kill()
+            t0 = time.time()
+            while leader_of(other, "failover") in (-1, leader):
+                if time.time() - t0 > session_ms / 1000 * 5:
+                    sys.exit("no new leader within %d ms" % (session_ms * 5))
+                time.sleep(0.01)
+            times.append(time.time() - t0)
+            victim.start()
+            cs.wait("back in the ISR", 60,
+                    lambda: all(n == 3 for n in isr_sizes(brokers[1].addr, "failover")))
+        stop_cluster(etcd, brokers)
+        subprocess.run(["rm", "-rf", work])
+        failover[session_ms] = times
+
     out = ["## Replication: RF=3 acks=all beside RF=1 acks=1 (issue 16)", ""]
     out.append("Command: `./scripts/bench-replication.sh` · machine: %s, %d cores, one etcd 3.4, "
                "three brokers and the client on it · %s" % (bw.platform.machine(), os.cpu_count(),
@@ -113,6 +156,14 @@ def main():
                "two replicas in sync) written while it was down; from its restart until it is "
                "in the ISR of all 8 partitions again: **%.1f s** (it fetched what it missed from "
                "its log end on, not a full copy)." % (REJOIN_MB, written["records_per_sec"], rejoin))
+    out.append("")
+    out.append("Failover: the leader of partition 0 (RF=3) killed with -9, until another broker's "
+               "own Metadata names a new leader, %d runs per setting:" % N)
+    out.append("")
+    out.append("| etcd.session.timeout.ms | without a leader |")
+    out.append("|---:|---|")
+    for session_ms, xs in failover.items():
+        out.append("| %d | p50 %.1f s, max %.1f s |" % (session_ms, med(xs), max(xs)))
     print("\n".join(out))
 
 

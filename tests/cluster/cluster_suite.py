@@ -13,11 +13,12 @@ etcd-server) and three `weir serve` brokers with `etcd.connect`, then
   controller:  `kill -9` of the controller: another broker controls within the lease time;
   broker:      `kill -9` of a broker: only its partitions lose their leader (the others take
                records all along), and they come back, with their records, when it restarts;
-  replicated:  for every client, a topic of three replicas (min.insync.replicas=2): the
-               client produces (idempotent, acks=all) and consumes in a group while the
-               leader of one partition is killed with -9; it finishes on the new leaders by
-               itself with every record, and the time each partition was without a leader
-               is reported; the broker comes back into the ISR;
+  replicated:  for every client and Weir's, a topic of three replicas
+               (min.insync.replicas=2): the client produces (idempotent, acks=all) and
+               consumes in a group while the leader of one partition is killed with -9;
+               it finishes on the new leaders by itself with every record, and the time
+               the partition was without a leader is reported; the broker comes back
+               into the ISR;
   taken id:    a broker started with the id of a live one is refused, saying so.
 
 env: WEIR (target/debug/weir), CLIENTS, CODECS (none zstd), KEEP=1 keeps the logs.
@@ -363,7 +364,21 @@ def broker_loss(brokers, everyone):
     check(got == 600 + n, "every acknowledged record is there (%d of %d)" % (got, 600 + n))
 
 
+WEIR_CLIENT_SCRIPT = r"""
+set -eu
+# Weir's own client through the kill: an idempotent acks=all producer, then a group.
+seq 0 $((N - 1)) | sed "s/^/weir-$RUN-/" | "$WEIR" produce --bootstrap "$BOOTSTRAP" \
+  --topic "$TOPIC" --acks all --property enable.idempotence=true
+got=$("$WEIR" consume --bootstrap "$BOOTSTRAP" --topic "$TOPIC" --group "g-$RUN" \
+  --from-beginning --max-messages "$N" --timeout-ms 30000 | grep -o "\"value\":\"weir-$RUN-[0-9]*\"" \
+  | sort -u | wc -l)
+[ "$got" -eq "$N" ] && echo "PASS weir n=$N" || echo "FAIL weir: $got of $N"
+"""
+
+
 def client_command(cl):
+    if cl == "weir":
+        return ["bash", "-c", WEIR_CLIENT_SCRIPT]
     here = os.path.join(ROOT, "tests", "conformance")
     return {"kcat": [os.path.join(here, "smoke-kcat.sh")],
             "confluent": [PY, os.path.join(here, "smoke_confluent.py")],
@@ -381,7 +396,7 @@ def replicated_failover(brokers, everyone):
     """Each client against a topic of three replicas while the leader of its partition 0
     is killed with -9 (then restarted once the client is done)."""
     leaderless = []
-    for i, cl in enumerate(CLIENTS):
+    for i, cl in enumerate(CLIENTS + ["weir"]):
         topic = "rf3-%s-%s" % (cl, uuid.uuid4().hex[:6])
         a = AdminClient({"bootstrap.servers": everyone})
         a.create_topics([NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"})])[topic].result(15)
@@ -391,7 +406,8 @@ def replicated_failover(brokers, everyone):
         victim = brokers[victim_id]
         alive = ",".join(b.addr for j, b in brokers.items() if j != victim_id)
         env = dict(os.environ, BOOTSTRAP=everyone, TOPIC=topic, N="4000", CODEC="none",
-                   TIMEOUT="90", KAFKAJS_NO_PARTITIONER_WARNING="1")
+                   TIMEOUT="90", KAFKAJS_NO_PARTITIONER_WARNING="1", WEIR=WEIR,
+                   RUN=uuid.uuid4().hex[:8])
         log_path = os.path.join(tempfile.gettempdir(), "weir-cluster-rf3-%s.log" % cl)
         with open(log_path, "w") as log:
             client = subprocess.Popen(client_command(cl), env=env, stdout=log, stderr=log)

@@ -266,8 +266,13 @@ async fn run(
                 let retry = tokio::task::block_in_place(|| apply(resp, &due));
                 let mut followed = shared.lock();
                 for tp in retry {
+                    // Not if it is followed at another epoch since the fetch was made:
+                    // the refusal was for the leadership before.
+                    let asked_at = due.get(&tp).map(|d| d.leader_epoch);
                     if let Some(f) = followed.get_mut(&tp) {
-                        f.retry_at = Some(Instant::now() + backoff);
+                        if Some(f.leader_epoch) == asked_at {
+                            f.retry_at = Some(Instant::now() + backoff);
+                        }
                     }
                 }
             }

@@ -18,11 +18,33 @@ pub struct EtcdServer {
     _scratch: Option<tempfile_dir::Scratch>,
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+/// Where test ports are taken from: below Linux's ephemeral range (32768 and up by
+/// default), where `bind(0)` and every outgoing connection take theirs. A port picked there
+/// and released could be taken by a connection before its server binds it; one picked
+/// here cannot.
+const TEST_PORTS: std::ops::Range<u16> = 10_000..32_000;
+
+/// A loopback port nothing listens on, for a server a test starts. Never the same twice in
+/// one process (tests run in parallel threads), and spread by process id across
+/// processes.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let span = (TEST_PORTS.end - TEST_PORTS.start) as u32;
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        (std::process::id().wrapping_mul(7919)) % span,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::SeqCst) % span;
+        let port = TEST_PORTS.start + n as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {TEST_PORTS:?}");
 }
 
 impl EtcdServer {

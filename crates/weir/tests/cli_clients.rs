@@ -3,7 +3,6 @@
 //! `weir consume`, `weir topics` and `weir groups`.
 
 use std::io::Write;
-use std::net::TcpListener;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -23,11 +22,7 @@ impl Drop for Server {
 fn serve() -> Server {
     let dir = tempfile::tempdir().unwrap();
     // A port that was free a moment ago; the broker fails loudly if it is taken since.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = weir_cluster::test_etcd::free_port();
     let bootstrap = format!("127.0.0.1:{port}");
     let child = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args(["serve", "--listen", &bootstrap, "--data-dir"])

@@ -39,7 +39,12 @@ async fn partition(addr: &str, topic: &str) -> metadata_response::MetadataRespon
     let mut r = MetadataRequest::default();
     r.topics = Some(vec![t]);
     match call(addr, ApiKey::Metadata, 12, RequestKind::Metadata(r)).await {
-        ResponseKind::Metadata(m) => m.topics[0].partitions.first().cloned().unwrap_or_default(),
+        // Not known there yet: no leader.
+        ResponseKind::Metadata(m) => m.topics[0].partitions.first().cloned().unwrap_or_else(|| {
+            let mut p = metadata_response::MetadataResponsePartition::default();
+            p.leader_id = BrokerId(-1);
+            p
+        }),
         other => panic!("{other:?}"),
     }
 }
@@ -49,8 +54,9 @@ fn overrides(etcd: &EtcdServer, id: i32) -> Vec<String> {
         format!("node.id={id}"),
         format!("etcd.connect={}/replication", etcd.endpoint),
         "etcd.session.timeout.ms=2000".into(),
-        // A follower that stops fetching leaves the ISR quickly here.
-        "replica.lag.time.max.ms=3000".into(),
+        // Lost brokers leave the ISR when their lease lapses (2 s); followers slow to
+        // start on a loaded machine must not leave it before (Kafka's default is 30 s).
+        "replica.lag.time.max.ms=10000".into(),
     ]
 }
 
@@ -93,6 +99,20 @@ async fn produce(addr: &str, tag: &str, n: usize) -> (i16, i64) {
     };
     let p = &r.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)
+}
+
+/// `produce`, again while the broker answers that it does not lead the partition yet
+/// (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER): a leader
+/// applies its leadership when its own watch brings it, a moment after others see it.
+async fn produce_led(addr: &str, tag: &str, n: usize) -> (i16, i64) {
+    let start = Instant::now();
+    loop {
+        let r = produce(addr, tag, n).await;
+        if !matches!(r.0, 3 | 5 | 6) || start.elapsed() > Duration::from_secs(30) {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The partition's segment bytes on one broker, up to `len` bytes.
@@ -143,7 +163,12 @@ async fn acknowledged_records_are_on_every_in_sync_replica_and_survive_the_leade
         "--config",
         "min.insync.replicas=2",
     ]);
-    let p = partition(&a1, "r").await;
+    // Broker 1 applies the new topic's leadership when its watch brings it.
+    let p = wait_for("the topic led, as broker 1 sees it", async || {
+        let p = partition(&a1, "r").await;
+        (p.leader_id.0 >= 0).then_some(p)
+    })
+    .await;
     assert_eq!(p.replica_nodes.len(), 3, "{p:?}");
     assert_eq!(p.isr_nodes.len(), 3, "{p:?}");
     let leader = p.leader_id.0;
@@ -151,7 +176,7 @@ async fn acknowledged_records_are_on_every_in_sync_replica_and_survive_the_leade
     // acks=all: each answer comes once every in-sync replica has the records.
     let mut acked = 0i64;
     for i in 0..20 {
-        let (code, base) = produce(&addr(&brokers, leader), &format!("a{i}"), 5).await;
+        let (code, base) = produce_led(&addr(&brokers, leader), &format!("a{i}"), 5).await;
         assert_eq!((code, base), (0, acked), "batch {i}");
         acked += 5;
     }
@@ -176,7 +201,7 @@ async fn acknowledged_records_are_on_every_in_sync_replica_and_survive_the_leade
     })
     .await;
     let new_leader = p.leader_id.0;
-    let (code, base) = produce(&addr(&brokers, new_leader), "b", 5).await;
+    let (code, base) = produce_led(&addr(&brokers, new_leader), "b", 5).await;
     assert_eq!(
         (code, base),
         (0, acked),
@@ -218,7 +243,7 @@ async fn acknowledged_records_are_on_every_in_sync_replica_and_survive_the_leade
         (p.isr_nodes.len() == 3).then_some(())
     })
     .await;
-    let (code, base) = produce(&a_new, "d", 5).await;
+    let (code, base) = produce_led(&a_new, "d", 5).await;
     assert_eq!((code, base), (0, acked));
     acked += 5;
     let on_leader = log_bytes(&data(new_leader));
@@ -286,11 +311,18 @@ async fn a_partition_moves_to_other_brokers_with_every_record() {
         "--replication-factor",
         "1",
     ]);
-    let p = partition(&a1, "r").await;
+    let p = wait_for("the topic led, as broker 1 sees it", async || {
+        let p = partition(&a1, "r").await;
+        (p.leader_id.0 >= 0).then_some(p)
+    })
+    .await;
     let from = p.leader_id.0;
     let addr = |id: i32| brokers[(id - 1) as usize].addr.clone();
     for i in 0..10 {
-        assert_eq!(produce(&addr(from), &format!("m{i}"), 5).await, (0, i * 5));
+        assert_eq!(
+            produce_led(&addr(from), &format!("m{i}"), 5).await,
+            (0, i * 5)
+        );
     }
     // From one replica on `from` to two on the other brokers: the replication factor
     // changes, the leader moves, and `from` drops its copy.
@@ -329,7 +361,7 @@ async fn a_partition_moves_to_other_brokers_with_every_record() {
         (!data(from).join("r-0").exists()).then_some(())
     })
     .await;
-    assert_eq!(produce(&addr(to[0]), "after", 5).await, (0, 50));
+    assert_eq!(produce_led(&addr(to[0]), "after", 5).await, (0, 50));
     let on_leader = log_bytes(&data(to[0]));
     wait_for("the follower has it all", async || {
         (log_bytes(&data(to[1])) == on_leader).then_some(())

@@ -4,7 +4,6 @@
 #![allow(dead_code)] // each test uses its part
 
 use std::io::Write;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -33,12 +32,7 @@ impl Server {
     /// Starts `weir serve` on `data_dir` with `--override` settings, and waits until it
     /// accepts connections.
     pub fn start(data_dir: &Path, overrides: &[String]) -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        Server::start_on(data_dir, overrides, port)
+        Server::start_on(data_dir, overrides, free_port())
     }
 
     /// As `start`, on a given port (a restart keeps the address clients know).
@@ -260,12 +254,9 @@ pub fn make_certs(dir: &Path) {
     std::fs::write(dir.join("server.pem"), keystore).unwrap();
 }
 
+/// A port for a server a test starts (see weir-cluster's `test_etcd::free_port`).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    weir_cluster::test_etcd::free_port()
 }
 
 pub fn kcat(args: &[&str], stdin: &[u8]) -> Output {
