@@ -403,6 +403,23 @@ fn request(api: ApiKey, topic: &str, v: i16) -> RequestKind {
             r.timeout_ms = 1000;
             RequestKind::ElectLeaders(r)
         }
+        ApiKey::AlterPartitionReassignments => {
+            let mut p = alter_partition_reassignments_request::ReassignablePartition::default();
+            p.partition_index = 0;
+            p.replicas = Some(vec![BrokerId(1)]);
+            let mut t = alter_partition_reassignments_request::ReassignableTopic::default();
+            t.name = name();
+            t.partitions = vec![p];
+            let mut r = AlterPartitionReassignmentsRequest::default();
+            r.timeout_ms = 1000;
+            r.topics = vec![t];
+            RequestKind::AlterPartitionReassignments(r)
+        }
+        ApiKey::ListPartitionReassignments => {
+            let mut r = ListPartitionReassignmentsRequest::default();
+            r.timeout_ms = 1000;
+            RequestKind::ListPartitionReassignments(r)
+        }
         other => panic!("no test request for {other:?}"),
     }
 }
