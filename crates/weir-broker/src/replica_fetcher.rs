@@ -276,21 +276,15 @@ async fn run(
                     }
                 }
             }
-            Ok(resp) => {
-                let e = E::try_from_code(resp.error_code)
-                    .map_or(format!("error {}", resp.error_code), |e| format!("{e:?}"));
-                note_error(
-                    &mut last_error,
-                    leader,
-                    format!("fetch from broker {leader}: {e}"),
-                );
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = shutdown.changed() => return,
-                }
-            }
-            Err(e) => {
-                conn = None;
+            failed => {
+                let e = match failed {
+                    Ok(resp) => E::try_from_code(resp.error_code)
+                        .map_or(format!("error {}", resp.error_code), |e| format!("{e:?}")),
+                    Err(e) => {
+                        conn = None; // the connection is given up
+                        e.to_string()
+                    }
+                };
                 note_error(
                     &mut last_error,
                     leader,

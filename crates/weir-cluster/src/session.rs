@@ -410,25 +410,40 @@ impl Cluster {
         record: TopicRecord,
     ) -> Result<i64, OpError> {
         let k = &self.inner.keys;
+        let put = Op::Put {
+            key: k.topic(name),
+            value: encode(&record),
+            lease: 0,
+        };
+        self.write_if(
+            vec![Cmp::ModRevision(k.topic(name), mod_revision)],
+            put,
+            || format!("topic '{name}' changed meanwhile (or is gone): ask again"),
+        )
+        .await
+    }
+
+    /// Makes `op` if every one of `when` holds; the revision it was made at, or a
+    /// conflict saying `why_not`.
+    async fn write_if(
+        &self,
+        when: Vec<Cmp>,
+        op: Op,
+        why_not: impl FnOnce() -> String,
+    ) -> Result<i64, OpError> {
         let out = self
             .inner
             .etcd
             .txn(Txn {
-                when: vec![Cmp::ModRevision(k.topic(name), mod_revision)],
-                then: vec![Op::Put {
-                    key: k.topic(name),
-                    value: encode(&record),
-                    lease: 0,
-                }],
+                when,
+                then: vec![op],
                 otherwise: vec![],
             })
             .await?;
         if out.succeeded {
             Ok(out.revision)
         } else {
-            Err(OpError::Conflict(format!(
-                "topic '{name}' changed meanwhile (or is gone): ask again"
-            )))
+            Err(OpError::Conflict(why_not()))
         }
     }
 
@@ -453,20 +468,12 @@ impl Cluster {
                 lease: 0,
             }
         };
-        let out = self
-            .inner
-            .etcd
-            .txn(Txn {
-                when: vec![Cmp::CreateRevision(k.topic(name), create_revision)],
-                then: vec![op],
-                otherwise: vec![],
-            })
-            .await?;
-        if out.succeeded {
-            Ok(out.revision)
-        } else {
-            Err(OpError::Conflict(format!("topic '{name}' does not exist")))
-        }
+        self.write_if(
+            vec![Cmp::CreateRevision(k.topic(name), create_revision)],
+            op,
+            || format!("topic '{name}' does not exist"),
+        )
+        .await
     }
 
     /// A leader's change of its partition's ISR (Kafka's AlterPartition, as leaders wrote
@@ -484,33 +491,23 @@ impl Cluster {
     ) -> Result<i64, OpError> {
         let k = &self.inner.keys;
         let key = k.partition_state(topic, partition);
-        let out = self
-            .inner
-            .etcd
-            .txn(Txn {
-                when: vec![
-                    Cmp::CreateRevision(k.topic(topic), topic_create_revision),
-                    Cmp::ModRevision(key.clone(), state_mod_revision),
-                ],
-                then: vec![Op::Put {
-                    key,
-                    value: encode(&PartitionStateRecord {
-                        version: RECORD_VERSION,
-                        controller_epoch,
-                        state,
-                    }),
-                    lease: 0,
-                }],
-                otherwise: vec![],
-            })
-            .await?;
-        if out.succeeded {
-            Ok(out.revision)
-        } else {
-            Err(OpError::Conflict(format!(
-                "{topic}-{partition}: its state changed meanwhile"
-            )))
-        }
+        let when = vec![
+            Cmp::CreateRevision(k.topic(topic), topic_create_revision),
+            Cmp::ModRevision(key.clone(), state_mod_revision),
+        ];
+        let put = Op::Put {
+            key,
+            value: encode(&PartitionStateRecord {
+                version: RECORD_VERSION,
+                controller_epoch,
+                state,
+            }),
+            lease: 0,
+        };
+        self.write_if(when, put, || {
+            format!("{topic}-{partition}: its state changed meanwhile")
+        })
+        .await
     }
 
     /// Replaces the dynamic broker configs of `entity` (a broker id or `<default>`).
@@ -1167,40 +1164,20 @@ async fn write_moves(
     done: &controller::MovesDone,
 ) -> Result<bool, Deposed> {
     let k = &inner.keys;
-    let out = inner
-        .etcd
-        .txn(Txn {
-            when: vec![
-                Cmp::CreateRevision(k.controller(), created),
-                Cmp::ModRevision(k.topic(&done.topic), done.mod_revision),
-            ],
-            then: vec![Op::Put {
-                key: k.topic(&done.topic),
-                value: encode(&done.record),
-                lease: 0,
-            }],
-            otherwise: vec![Op::Get(k.controller())],
-        })
-        .await;
-    match out {
-        Ok(o) if o.succeeded => Ok(true),
-        Ok(o) => {
-            let ours = o
-                .got
-                .first()
-                .and_then(|kv| kv.as_ref())
-                .is_some_and(|kv: &Kv| kv.create_revision == created);
-            if ours {
-                Ok(false)
-            } else {
-                Err(Deposed)
-            }
-        }
-        Err(e) => {
-            tracing::warn!("controller write for topic {}: {e}", done.topic);
-            Ok(false)
-        }
-    }
+    let put = Op::Put {
+        key: k.topic(&done.topic),
+        value: encode(&done.record),
+        lease: 0,
+    };
+    let unless = Cmp::ModRevision(k.topic(&done.topic), done.mod_revision);
+    controller_write(
+        inner,
+        created,
+        vec![unless],
+        put,
+        &format!("topic {}", done.topic),
+    )
+    .await
 }
 
 /// Writes one planned change; `Ok(false)` if the metadata moved meanwhile (the next plan
@@ -1217,23 +1194,47 @@ async fn write_state(
         Some(r) => Cmp::ModRevision(key.clone(), r),
         None => Cmp::Absent(key.clone()),
     };
+    let put = Op::Put {
+        key,
+        value: encode(&PartitionStateRecord {
+            version: RECORD_VERSION,
+            controller_epoch: epoch,
+            state: c.state.clone(),
+        }),
+        lease: 0,
+    };
+    let when = vec![
+        Cmp::CreateRevision(k.topic(&c.topic), c.topic_create_revision),
+        state_cmp,
+    ];
+    controller_write(
+        inner,
+        created,
+        when,
+        put,
+        &format!("{}-{}", c.topic, c.partition),
+    )
+    .await
+}
+
+/// One write of the controller's, made only while it holds the controller key it created
+/// at `created` and `when` holds: `Ok(true)` if it landed, `Ok(false)` if `when` did not
+/// hold or etcd was away (planned again from the next image), `Err(Deposed)` if this
+/// broker no longer controls.
+async fn controller_write(
+    inner: &Inner,
+    created: i64,
+    mut when: Vec<Cmp>,
+    put: Op,
+    what: &str,
+) -> Result<bool, Deposed> {
+    let k = &inner.keys;
+    when.insert(0, Cmp::CreateRevision(k.controller(), created));
     let out = inner
         .etcd
         .txn(Txn {
-            when: vec![
-                Cmp::CreateRevision(k.controller(), created),
-                Cmp::CreateRevision(k.topic(&c.topic), c.topic_create_revision),
-                state_cmp,
-            ],
-            then: vec![Op::Put {
-                key,
-                value: encode(&PartitionStateRecord {
-                    version: RECORD_VERSION,
-                    controller_epoch: epoch,
-                    state: c.state.clone(),
-                }),
-                lease: 0,
-            }],
+            when,
+            then: vec![put],
             otherwise: vec![Op::Get(k.controller())],
         })
         .await;
@@ -1252,7 +1253,7 @@ async fn write_state(
             }
         }
         Err(e) => {
-            tracing::warn!("controller write for {}-{}: {e}", c.topic, c.partition);
+            tracing::warn!("controller write for {what}: {e}");
             Ok(false)
         }
     }

@@ -129,17 +129,12 @@ fn log_bytes(dir: &Path) -> Vec<u8> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acknowledged_records_are_on_every_in_sync_replica_and_survive_the_leader() {
-    let etcd = EtcdServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let data = |id: i32| dir.path().join(format!("b{id}"));
-    let mut brokers: Vec<Option<Server>> = (1..=3)
-        .map(|id| Some(Server::start(&data(id), &overrides(&etcd, id))))
+/// Three brokers on `etcd`, each with its data under `dir`, once broker 1 lists them all.
+async fn three_brokers(etcd: &EtcdServer, dir: &Path) -> Vec<Server> {
+    let brokers: Vec<Server> = (1..=3)
+        .map(|id| Server::start(&dir.join(format!("b{id}")), &overrides(etcd, id)))
         .collect();
-    let addr =
-        |bs: &Vec<Option<Server>>, id: i32| bs[(id - 1) as usize].as_ref().unwrap().addr.clone();
-    let a1 = addr(&brokers, 1);
+    let a1 = brokers[0].addr.clone();
     wait_for("three brokers", async || {
         let mut r = MetadataRequest::default();
         r.topics = Some(vec![]);
@@ -149,26 +144,49 @@ async fn acknowledged_records_are_on_every_in_sync_replica_and_survive_the_leade
         }
     })
     .await;
+    brokers
+}
+
+/// Topic "r" of one partition of `rf` replicas (min.insync.replicas at most 2), once
+/// broker 1 (`a1`) sees it led: broker 1 applies the leadership when its watch brings it.
+async fn create_r(a1: &str, rf: usize) -> metadata_response::MetadataResponsePartition {
+    let min_isr = format!("min.insync.replicas={}", rf.min(2));
+    let rf = rf.to_string();
     weir(&[
         "topics",
         "create",
         "--bootstrap",
-        &a1,
+        a1,
         "--topic",
         "r",
         "--partitions",
         "1",
         "--replication-factor",
-        "3",
+        &rf,
         "--config",
-        "min.insync.replicas=2",
+        &min_isr,
     ]);
-    // Broker 1 applies the new topic's leadership when its watch brings it.
-    let p = wait_for("the topic led, as broker 1 sees it", async || {
-        let p = partition(&a1, "r").await;
+    wait_for("the topic led, as broker 1 sees it", async || {
+        let p = partition(a1, "r").await;
         (p.leader_id.0 >= 0).then_some(p)
     })
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_records_are_on_every_in_sync_replica_and_survive_the_leader() {
+    let etcd = EtcdServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let data = |id: i32| dir.path().join(format!("b{id}"));
+    let mut brokers: Vec<Option<Server>> = three_brokers(&etcd, dir.path())
+        .await
+        .into_iter()
+        .map(Some)
+        .collect();
+    let addr =
+        |bs: &Vec<Option<Server>>, id: i32| bs[(id - 1) as usize].as_ref().unwrap().addr.clone();
+    let a1 = addr(&brokers, 1);
+    let p = create_r(&a1, 3).await;
     assert_eq!(p.replica_nodes.len(), 3, "{p:?}");
     assert_eq!(p.isr_nodes.len(), 3, "{p:?}");
     let leader = p.leader_id.0;
@@ -286,36 +304,9 @@ async fn a_partition_moves_to_other_brokers_with_every_record() {
     let etcd = EtcdServer::start();
     let dir = tempfile::tempdir().unwrap();
     let data = |id: i32| dir.path().join(format!("b{id}"));
-    let brokers: Vec<Server> = (1..=3)
-        .map(|id| Server::start(&data(id), &overrides(&etcd, id)))
-        .collect();
+    let brokers = three_brokers(&etcd, dir.path()).await;
     let a1 = brokers[0].addr.clone();
-    wait_for("three brokers", async || {
-        let mut r = MetadataRequest::default();
-        r.topics = Some(vec![]);
-        match call(&a1, ApiKey::Metadata, 12, RequestKind::Metadata(r)).await {
-            ResponseKind::Metadata(m) => (m.brokers.len() == 3).then_some(()),
-            _ => None,
-        }
-    })
-    .await;
-    weir(&[
-        "topics",
-        "create",
-        "--bootstrap",
-        &a1,
-        "--topic",
-        "r",
-        "--partitions",
-        "1",
-        "--replication-factor",
-        "1",
-    ]);
-    let p = wait_for("the topic led, as broker 1 sees it", async || {
-        let p = partition(&a1, "r").await;
-        (p.leader_id.0 >= 0).then_some(p)
-    })
-    .await;
+    let p = create_r(&a1, 1).await;
     let from = p.leader_id.0;
     let addr = |id: i32| brokers[(id - 1) as usize].addr.clone();
     for i in 0..10 {
