@@ -177,7 +177,10 @@ const IGNORED: &[(&str, &str)] = &[
         "no controller quorum: one node",
     ),
     ("controller.listener.names", "no controller listener"),
-    ("security.inter.broker.protocol", "no other brokers"),
+    (
+        "security.inter.broker.protocol",
+        "followers fetch over inter.broker.listener.name, a PLAINTEXT listener",
+    ),
     (
         "zookeeper.connect",
         "a Weir cluster keeps its metadata in etcd: set etcd.connect",
@@ -226,7 +229,10 @@ const IGNORED: &[(&str, &str)] = &[
     ("confluent.support.metrics.enable", "Confluent-only"),
     ("confluent.support.customer.id", "Confluent-only"),
     ("log.message.format.version", "Weir writes v2 batches"),
-    ("inter.broker.protocol.version", "no other brokers"),
+    (
+        "inter.broker.protocol.version",
+        "Weir brokers of one release speak one protocol",
+    ),
 ];
 
 /// Broker keys Weir uses (beyond the log keys `LogConfig` takes).
@@ -481,7 +487,9 @@ impl BrokerConfig {
                     continue;
                 }
                 if setting == "sasl.mechanism.inter.broker.protocol" {
-                    tracing::info!("ignoring {key}: no other brokers");
+                    tracing::info!(
+                        "ignoring {key}: followers fetch over a PLAINTEXT inter.broker.listener.name"
+                    );
                     continue;
                 }
                 return Err(format!(
