@@ -589,11 +589,17 @@ fn topic_view(
             .and_then(|v| v.replica.clone());
         let replica = if replicas.contains(&me) {
             let mut became_leader = false;
+            // Whether its replicas were given before its new role.
+            let mut prepared = false;
             let replica = match existing {
                 Some(r) => {
                     let current = r.role();
                     if role != current && role.leader_epoch >= current.leader_epoch {
                         became_leader = role.leader;
+                        // Its replicas and ISR first: a leader answers acks=all with them
+                        // from its first request on.
+                        r.update_replicas(replicas, stamp.clone(), became_leader);
+                        prepared = true;
                         if let Err(e) = r.set_role(role) {
                             tracing::error!("{}: taking on its new role: {e}", r.tp);
                         } else if role.leader != current.leader {
@@ -631,10 +637,11 @@ fn topic_view(
             };
             if let Some(r) = &replica {
                 // Only a role this broker holds now: a stale image (an older epoch) leaves
-                // the replica as it was.
+                // the replica as it was. (A leader that just took on its role has its
+                // replicas already; the high watermark they allow moves now.)
                 let now = r.role();
                 if now == role {
-                    r.update_replicas(replicas, stamp, became_leader);
+                    r.update_replicas(replicas, stamp, became_leader && !prepared);
                 }
                 if let Some(m) = &broker.cluster {
                     match leadership.as_ref() {

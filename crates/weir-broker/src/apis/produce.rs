@@ -142,10 +142,14 @@ pub async fn produce(
                         message: e.message,
                     })?;
                 if acks == -1 {
-                    let in_sync = topic
-                        .partition(pd.index)
-                        .and_then(|v| v.leadership.as_ref())
-                        .map_or(0, |l| l.isr.len());
+                    // The leader's own ISR (the metadata's, as it applied it with its
+                    // leadership), not the view's: a request may hold a view older than
+                    // the leadership it found. One replica is its own ISR.
+                    let in_sync = if partition.is_replicated() {
+                        partition.isr().len()
+                    } else {
+                        1
+                    };
                     let wanted = topic.config.min_insync_replicas.max(1) as usize;
                     if in_sync < wanted {
                         return Err(ApiError::new(
