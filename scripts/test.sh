@@ -28,6 +28,11 @@ step "real Kafka clients against weir serve (tests/conformance)"
 cargo build --workspace --locked --quiet
 ./scripts/conformance.sh
 
+step "librdkafka's own integration tests against weir serve (tests/librdkafka, quick subset)"
+# Fetches and builds Debian's librdkafka source once, in a cache outside the clone; the
+# whole allow-list is `./scripts/librdkafka-suite.sh --all`, on demand.
+./scripts/librdkafka-suite.sh
+
 step "a cluster of three brokers on etcd, with real clients (tests/cluster)"
 ./scripts/cluster-suite.sh
 

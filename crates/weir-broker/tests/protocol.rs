@@ -466,6 +466,68 @@ async fn every_advertised_api_answers_at_its_lowest_and_highest_version() {
     broker.stop().await.unwrap();
 }
 
+/// Weir has no transaction coordinator yet. Whatever asks for one gets, at once, the error
+/// every client takes as final for a transactional producer, and FindCoordinator says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transactional_producer_is_refused_with_an_error_clients_do_not_retry() {
+    const FINAL: i16 = kafka_protocol::ResponseError::TransactionalIdAuthorizationFailed.code();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut s = TcpStream::connect(broker.addrs[0]).await.unwrap();
+    let txn = StrBytes::from_static_str("txn-protocol");
+    // key_type came with v1: a v0 request can only ask for a group.
+    for v in 1..=4 {
+        let mut r = FindCoordinatorRequest::default();
+        r.key_type = 1;
+        if v >= 4 {
+            r.coordinator_keys = vec![txn.clone()];
+        } else {
+            r.key = txn.clone();
+        }
+        let ResponseKind::FindCoordinator(resp) = call(
+            &mut s,
+            ApiKey::FindCoordinator,
+            v,
+            100 + v as i32,
+            RequestKind::FindCoordinator(r),
+        )
+        .await
+        else {
+            unreachable!()
+        };
+        let (code, message) = if v >= 4 {
+            let c = &resp.coordinators[0];
+            (c.error_code, c.error_message.clone())
+        } else {
+            (resp.error_code, resp.error_message.clone())
+        };
+        assert_eq!(code, FINAL, "FindCoordinator v{v}");
+        let message = message.expect("a message");
+        assert!(message.contains("does not serve transactions"), "{message}");
+    }
+    for v in 0..=4 {
+        let mut r = InitProducerIdRequest::default();
+        r.transactional_id = Some(TransactionalId(txn.clone()));
+        r.transaction_timeout_ms = 60_000;
+        r.producer_id = ProducerId(-1);
+        r.producer_epoch = -1;
+        let ResponseKind::InitProducerId(resp) = call(
+            &mut s,
+            ApiKey::InitProducerId,
+            v,
+            200 + v as i32,
+            RequestKind::InitProducerId(r),
+        )
+        .await
+        else {
+            unreachable!()
+        };
+        assert_eq!(resp.error_code, FINAL, "InitProducerId v{v}");
+        assert_eq!(resp.producer_id, ProducerId(-1));
+    }
+    broker.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_api_versions_version_gets_the_v0_fallback() {
     let dir = tempfile::tempdir().unwrap();

@@ -64,12 +64,7 @@ pub fn find_coordinator(
             .map(|_| ())
             .map_err(|e| (e.code, e.message))
     } else {
-        // Transactions: this broker is the one to ask, and it refuses InitProducerId with a
-        // transactional id (UNSUPPORTED_VERSION, see `misc::init_producer_id`), which Kafka's
-        // Java client and kafka-python treat as fatal at once. Answering
-        // COORDINATOR_NOT_AVAILABLE here instead made every client retry until its
-        // timeout. (librdkafka retries both; only a working coordinator, issue 14, ends
-        // that.)
+        // Transactions: refused below, after authorization (see `misc::NO_TRANSACTIONS`).
         Ok(())
     };
     // Finding a group's coordinator takes DESCRIBE on the group; a transaction's, on the
@@ -92,7 +87,10 @@ pub fn find_coordinator(
         }
         ready.clone()?;
         if req.key_type == KEY_TYPE_TRANSACTION {
-            return Ok(broker.this_node(&ctx.listener));
+            return Err((
+                super::misc::NO_TRANSACTIONS_CODE,
+                super::misc::NO_TRANSACTIONS.to_string(),
+            ));
         }
         broker.group_coordinator_node(key, &ctx.listener)
     };

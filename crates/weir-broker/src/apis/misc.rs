@@ -15,6 +15,16 @@ use crate::broker::Broker;
 use crate::request::RequestContext;
 use weir_kafka::acl::{Operation, ResourceType};
 
+/// Weir has no transaction coordinator (issue 14). What asks for one is refused with the
+/// one error every client takes as final for a transactional producer:
+/// TRANSACTIONAL_ID_AUTHORIZATION_FAILED. librdkafka retries every other FindCoordinator
+/// and InitProducerId error (UNSUPPORTED_VERSION, COORDINATOR_NOT_AVAILABLE …) until
+/// `init_transactions` times out; this one is fatal in librdkafka, Kafka's Java client,
+/// kafka-python, aiokafka and KafkaJS. The message, where the API carries one, says why.
+pub(crate) const NO_TRANSACTIONS_CODE: i16 = E::TransactionalIdAuthorizationFailed.code();
+pub(crate) const NO_TRANSACTIONS: &str =
+    "Weir does not serve transactions yet: no transactional id is accepted";
+
 pub fn init_producer_id(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
@@ -35,8 +45,8 @@ pub fn init_producer_id(
             resp.error_code = E::InvalidRequest.code();
             return resp;
         }
-        tracing::warn!(transactional_id = %txn.0, "refusing InitProducerId: Weir does not support transactions");
-        resp.error_code = E::UnsupportedVersion.code();
+        tracing::warn!(transactional_id = %txn.0, "refusing InitProducerId: {NO_TRANSACTIONS}");
+        resp.error_code = NO_TRANSACTIONS_CODE;
         return resp;
     }
     // An idempotent producer needs IDEMPOTENT_WRITE on the cluster or, since KIP-679,

@@ -111,10 +111,10 @@ pub async fn produce(
                             ),
                         ));
                     }
-                    return Err(ApiError::new(
-                        E::InvalidTxnState,
-                        "transactions are not supported by Weir",
-                    ));
+                    return Err(ApiError {
+                        code: super::misc::NO_TRANSACTIONS_CODE,
+                        message: super::misc::NO_TRANSACTIONS.into(),
+                    });
                 }
                 if !writable {
                     // Checked before existence, so a denied client learns nothing.
