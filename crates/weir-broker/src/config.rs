@@ -222,10 +222,6 @@ const IGNORED: &[(&str, &str)] = &[
         "metadata.log.dir",
         "no metadata log: topics are kept in weir-topics.json and weir-topics.journal",
     ),
-    (
-        "group.coordinator.rebalance.protocols",
-        "the classic group protocol is served",
-    ),
     ("confluent.support.metrics.enable", "Confluent-only"),
     ("confluent.support.customer.id", "Confluent-only"),
     ("log.message.format.version", "Weir writes v2 batches"),
@@ -277,6 +273,11 @@ const USED: &[&str] = &[
     "group.min.session.timeout.ms",
     "group.max.session.timeout.ms",
     "group.max.size",
+    "group.coordinator.rebalance.protocols",
+    "group.consumer.session.timeout.ms",
+    "group.consumer.heartbeat.interval.ms",
+    "group.consumer.max.size",
+    "group.consumer.assignors",
     "offsets.topic.num.partitions",
     "offsets.topic.segment.bytes",
     "offsets.retention.minutes",
@@ -313,6 +314,61 @@ const USED: &[&str] = &[
     "offsets.topic.replication.factor",
     "offsets.commit.timeout.ms",
 ];
+
+/// `group.coordinator.rebalance.protocols`: `classic` must be listed (Weir, like Kafka,
+/// always serves it); whether `consumer` (KIP-848) is. Kafka's default lists both.
+fn rebalance_protocols(value: Option<&String>) -> Result<bool, String> {
+    let Some(value) = value else {
+        return Ok(true);
+    };
+    let mut consumer = false;
+    let mut classic = false;
+    for p in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match p.to_ascii_lowercase().as_str() {
+            "classic" => classic = true,
+            "consumer" => consumer = true,
+            other => {
+                return Err(format!(
+                    "group.coordinator.rebalance.protocols: unknown protocol `{other}` \
+                     (the protocols are classic and consumer)"
+                ))
+            }
+        }
+    }
+    if !classic {
+        return Err("group.coordinator.rebalance.protocols must list classic".into());
+    }
+    Ok(consumer)
+}
+
+/// `group.consumer.assignors`: names of the server-side assignors (Weir has `uniform` and
+/// `range`; class names are not loaded), the first being the default.
+fn consumer_assignors(value: Option<&String>) -> Result<Vec<String>, String> {
+    let known = weir_group::CONSUMER_ASSIGNORS;
+    let Some(value) = value else {
+        return Ok(known.iter().map(|s| (*s).to_owned()).collect());
+    };
+    let mut out = Vec::new();
+    for name in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        // Kafka's own class names stand for the same assignors.
+        let short = match name {
+            "org.apache.kafka.coordinator.group.assignor.UniformAssignor" => "uniform",
+            "org.apache.kafka.coordinator.group.assignor.RangeAssignor" => "range",
+            n => n,
+        };
+        if !known.contains(&short) {
+            return Err(format!(
+                "group.consumer.assignors: unknown assignor `{name}` (Weir has {})",
+                known.join(", ")
+            ));
+        }
+        out.push(short.to_owned());
+    }
+    if out.is_empty() {
+        return Err("group.consumer.assignors must name at least one assignor".into());
+    }
+    Ok(out)
+}
 
 fn parse<T: std::str::FromStr>(
     props: &BTreeMap<String, String>,
@@ -652,6 +708,21 @@ impl BrokerConfig {
             offsets_retention_ms: parse(&props, "offsets.retention.minutes", 10_080i64)? * 60_000,
             offsets_topic_partitions: parse(&props, "offsets.topic.num.partitions", 50i32)?,
             offset_metadata_max_bytes: parse(&props, "offset.metadata.max.bytes", 4096usize)?,
+            consumer_protocol: rebalance_protocols(
+                props.get("group.coordinator.rebalance.protocols"),
+            )?,
+            consumer_session_timeout_ms: parse(
+                &props,
+                "group.consumer.session.timeout.ms",
+                45_000i32,
+            )?,
+            consumer_heartbeat_interval_ms: parse(
+                &props,
+                "group.consumer.heartbeat.interval.ms",
+                5_000i32,
+            )?,
+            consumer_max_size: parse(&props, "group.consumer.max.size", i32::MAX as usize)?,
+            consumer_assignors: consumer_assignors(props.get("group.consumer.assignors"))?,
         };
         let quota_windows = quota::Windows {
             samples: parse(&props, "quota.window.num", 11i64)?,
@@ -722,6 +793,15 @@ impl BrokerConfig {
             parse_ip_overrides(props.get("max.connections.per.ip.overrides"))?;
         if group.offsets_topic_partitions < 1 {
             return Err("offsets.topic.num.partitions must be at least 1".into());
+        }
+        if group.consumer_heartbeat_interval_ms < 1
+            || group.consumer_heartbeat_interval_ms >= group.consumer_session_timeout_ms
+        {
+            return Err(
+                "group.consumer.heartbeat.interval.ms must be at least 1 and below \
+                        group.consumer.session.timeout.ms"
+                    .into(),
+            );
         }
         if group.min_session_timeout_ms > group.max_session_timeout_ms {
             return Err(

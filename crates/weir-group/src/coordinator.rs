@@ -135,7 +135,7 @@ impl GroupCoordinator {
     }
 
     /// Makes `run` wake up by `deadline`.
-    fn schedule(&self, deadline: Instant) {
+    pub(super) fn schedule(&self, deadline: Instant) {
         let mut wake_at = lock(&self.wake_at);
         if wake_at.is_none_or(|current| deadline < current) {
             *wake_at = Some(deadline);
@@ -325,6 +325,20 @@ impl GroupCoordinator {
             }
         };
         let mut g = lock(&group);
+        if let Some(consumer) = &g.consumer {
+            if !consumer.members.is_empty() {
+                // Kafka with `group.consumer.migration.policy` disabled: classic members
+                // cannot join a group of consumer-protocol members.
+                return Step::Done(JoinOutcome::error(
+                    params.member_id,
+                    codes::INCONSISTENT_GROUP_PROTOCOL,
+                ));
+            }
+            // An empty consumer-protocol group becomes classic on first use, as in Kafka.
+            info!(group = %group_id, "the empty consumer-protocol group becomes a classic group");
+            g.consumer = None;
+            g.protocol_type = None;
+        }
         let step = if !self.accept_joining_member(&g, &params.member_id) {
             if let Some(mut removed) = g.remove_member(&params.member_id) {
                 removed.answer_join(JoinOutcome::error("", codes::GROUP_MAX_SIZE_REACHED));
@@ -1083,7 +1097,7 @@ impl GroupCoordinator {
     }
 
     /// Fires every due timer of every group; returns the earliest one left.
-    fn process_timers(&self, now: Instant) -> Option<Instant> {
+    pub(super) fn process_timers(&self, now: Instant) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         for (_, group) in self.snapshot_groups() {
             let mut g = lock(&group);
@@ -1099,6 +1113,7 @@ impl GroupCoordinator {
     }
 
     fn process_group_timers(&self, g: &mut Group, now: Instant) {
+        self.process_consumer_timers(g, now);
         // Member ids handed out with MEMBER_ID_REQUIRED that never came back.
         let expired_pending: Vec<String> = g
             .pending_members

@@ -1,6 +1,7 @@
 //! # weir-group
 //!
-//! The consumer group coordinator: Kafka's classic group protocol and committed offsets.
+//! The consumer group coordinator: Kafka's classic group protocol, the KIP-848 consumer
+//! protocol, and committed offsets.
 //! Owns membership, rebalances and the offsets cache; must not touch sockets or logs itself —
 //! every byte it persists goes through [`GroupStore`].
 //!
@@ -13,6 +14,9 @@
 //!   initial rebalance delay) and the background task [`GroupCoordinator::run`].
 //! - `offsets`: OffsetCommit/OffsetFetch/OffsetDelete, the admin APIs (List, Describe,
 //!   DeleteGroups), start-up loading and offset expiry.
+//! - `consumer`: the KIP-848 protocol (ConsumerGroupHeartbeat, ConsumerGroupDescribe): the
+//!   group epoch, target assignments and each member's reconciliation towards its target;
+//!   `assignor`: its server-side `uniform` and `range` assignors.
 //! - `records`: the bytes of Kafka's OffsetCommitKey/Value and GroupMetadataKey/Value.
 //!
 //! Locking: a map of groups behind one `std::sync::Mutex`, and one `Mutex` per group. The map
@@ -21,6 +25,8 @@
 //! held across an `.await`.
 //! Parked JoinGroup/SyncGroup calls wait on `oneshot` channels owned by the member.
 
+mod assignor;
+mod consumer;
 mod coordinator;
 mod metadata;
 mod offsets;
@@ -29,7 +35,11 @@ mod records;
 #[cfg(test)]
 mod tests;
 
+pub use consumer::{TopicCatalog, TopicInfo};
 pub use coordinator::{join_group_error, GroupCoordinator};
+
+/// The server-side assignors of the consumer protocol (`group.consumer.assignors`).
+pub const CONSUMER_ASSIGNORS: &[&str] = assignor::ASSIGNORS;
 
 /// Broker settings the coordinator follows, with Kafka's names and defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +59,16 @@ pub struct GroupConfig {
     pub offsets_topic_partitions: i32,
     /// `offset.metadata.max.bytes` (counted, as Kafka does, in UTF-16 code units).
     pub offset_metadata_max_bytes: usize,
+    /// Whether `group.coordinator.rebalance.protocols` lists `consumer` (KIP-848).
+    pub consumer_protocol: bool,
+    /// `group.consumer.session.timeout.ms`.
+    pub consumer_session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`.
+    pub consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.max.size`.
+    pub consumer_max_size: usize,
+    /// `group.consumer.assignors`: the first is the default.
+    pub consumer_assignors: Vec<String>,
 }
 
 impl Default for GroupConfig {
@@ -61,6 +81,11 @@ impl Default for GroupConfig {
             offsets_retention_ms: 7 * 24 * 60 * 60 * 1000,
             offsets_topic_partitions: 50,
             offset_metadata_max_bytes: 4096,
+            consumer_protocol: true,
+            consumer_session_timeout_ms: 45_000,
+            consumer_heartbeat_interval_ms: 5_000,
+            consumer_max_size: i32::MAX as usize,
+            consumer_assignors: CONSUMER_ASSIGNORS.iter().map(|s| (*s).to_owned()).collect(),
         }
     }
 }

@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::codes;
+use super::consumer::ConsumerGroup;
 use super::records::{GroupValue, MemberValue, OffsetValue};
 
 /// The protocol type of Kafka consumers; only such groups have their subscriptions decoded.
@@ -274,6 +275,9 @@ pub(crate) struct Group {
     pub sync_timer: Option<(Instant, i32)>,
     /// Committed offsets by (topic, partition).
     pub offsets: BTreeMap<(String, i32), OffsetValue>,
+    /// Set while the group uses the KIP-848 consumer protocol (then `members` is empty and
+    /// `state` stays Empty: the classic machinery is idle).
+    pub consumer: Option<ConsumerGroup>,
 }
 
 impl Group {
@@ -295,6 +299,29 @@ impl Group {
             join_timer: None,
             sync_timer: None,
             offsets: BTreeMap::new(),
+            consumer: None,
+        }
+    }
+
+    /// No member of either protocol: the group may be deleted, and its offsets expire.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.is(GroupState::Empty) && self.consumer.as_ref().is_none_or(|c| c.members.is_empty())
+    }
+
+    /// Kafka's group type name (ListGroups v5): `consumer` for the KIP-848 protocol.
+    pub(crate) fn type_name(&self) -> &'static str {
+        if self.consumer.is_some() {
+            "consumer"
+        } else {
+            "classic"
+        }
+    }
+
+    /// The state as Kafka names it for this group's type.
+    pub(crate) fn state_name(&self) -> &'static str {
+        match &self.consumer {
+            Some(c) if !self.is(GroupState::Dead) => c.state_name(),
+            _ => self.state.name(),
         }
     }
 
@@ -556,6 +583,9 @@ impl Group {
 
     /// True when the group's members subscribe to the topic, or when that is not known.
     pub(crate) fn is_subscribed_to_topic(&self, topic: &str) -> bool {
+        if let Some(c) = &self.consumer {
+            return c.is_subscribed_to(topic);
+        }
         match &self.subscribed_topics {
             Some(topics) => topics.contains(topic),
             None => true,
@@ -614,7 +644,7 @@ impl Group {
         let victims: Vec<(String, i32)> = match (&self.protocol_type, self.state) {
             // No member left: offsets expire `retention` after the group became Empty (or,
             // without that timestamp, after their commit).
-            (Some(_), GroupState::Empty) => self
+            (Some(_), GroupState::Empty) if self.is_empty() => self
                 .offsets
                 .iter()
                 .filter(|(_, o)| expired(o, self.state_timestamp_ms.unwrap_or(o.commit_timestamp)))
@@ -659,10 +689,15 @@ impl Group {
         let sync = self.sync_timer.map(|(d, _)| d);
         let members = self.members.values().filter_map(|m| m.heartbeat_deadline);
         let pending = self.pending_members.values().copied();
+        let consumers = self
+            .consumer
+            .iter()
+            .flat_map(|c| c.members.values().map(|m| m.next_deadline()));
         join.into_iter()
             .chain(sync)
             .chain(members)
             .chain(pending)
+            .chain(consumers)
             .min()
     }
 }

@@ -27,6 +27,7 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::{debug, info, warn};
 
 use super::codes;
+use super::consumer::validate_member_offsets;
 use super::coordinator::{lock, GroupCoordinator};
 use super::metadata::{Group, GroupState, JoinOutcome, SyncOutcome, CONSUMER_PROTOCOL_TYPE};
 use super::records::{self, fits_string, GroupValue, OffsetValue, RecordKey};
@@ -34,9 +35,6 @@ use super::records::{self, fits_string, GroupValue, OffsetValue, RecordKey};
 /// The operations a group resource supports (READ, DELETE, DESCRIBE), as the bit field
 /// DescribeGroups reports when asked; Weir has no authorizer, so all are allowed.
 const GROUP_AUTHORIZED_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
-
-/// The only group type this coordinator hosts (ListGroups v5).
-const CLASSIC_GROUP_TYPE: &str = "classic";
 
 fn sb(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
@@ -112,6 +110,7 @@ impl GroupCoordinator {
             };
             let generation = req.generation_id_or_member_epoch;
             let result = self.commit_offsets(
+                version,
                 group_id,
                 member_id,
                 instance,
@@ -154,8 +153,10 @@ impl GroupCoordinator {
     }
 
     /// Validates the committer and stores the offsets; `Err` applies to every partition.
+    #[allow(clippy::too_many_arguments)]
     fn commit_offsets(
         &self,
+        version: i16,
         group_id: &str,
         member_id: &str,
         instance: Option<&str>,
@@ -176,7 +177,7 @@ impl GroupCoordinator {
             None => return Err(codes::ILLEGAL_GENERATION),
         };
         let mut g = lock(&group);
-        validate_offset_commit(&g, generation, member_id, instance)?;
+        validate_offset_commit(&g, version, generation, member_id, instance)?;
         if matches!(g.state, GroupState::Stable | GroupState::PreparingRebalance) {
             // A commit from a member counts as a heartbeat.
             self.heartbeat_member(&mut g, member_id);
@@ -252,6 +253,21 @@ impl GroupCoordinator {
                             .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes))
                             .collect()
                     });
+                    let member = if version >= 9 {
+                        group
+                            .member_id
+                            .as_ref()
+                            .map(|m| (m.as_str(), group.member_epoch))
+                    } else {
+                        None
+                    };
+                    if let Err(code) = self.validate_fetch_member(group.group_id.0.as_str(), member)
+                    {
+                        let mut out = OffsetFetchResponseGroup::default();
+                        out.group_id = group.group_id;
+                        out.error_code = code;
+                        return out;
+                    }
                     let answer = self.fetch_offsets(group.group_id.0.as_str(), query);
                     let mut out = OffsetFetchResponseGroup::default();
                     out.group_id = group.group_id;
@@ -317,6 +333,35 @@ impl GroupCoordinator {
         resp
     }
 
+    /// Kafka's `validateOffsetFetch` for a consumer-protocol group: a member id (OffsetFetch
+    /// v9) must be a member at that epoch. Classic groups and anonymous fetches pass.
+    fn validate_fetch_member(
+        &self,
+        group_id: &str,
+        member: Option<(&str, i32)>,
+    ) -> Result<(), i16> {
+        let Some((member_id, epoch)) = member else {
+            return Ok(());
+        };
+        let Some(group) = self.get_group(group_id) else {
+            return Ok(());
+        };
+        let g = lock(&group);
+        match &g.consumer {
+            Some(cg) if !g.is(GroupState::Dead) => {
+                validate_member_offsets(cg, member_id, epoch, None).map_err(|code| {
+                    // Fetching at an older epoch is only ever stale, never fenced.
+                    if code == codes::FENCED_MEMBER_EPOCH {
+                        codes::STALE_MEMBER_EPOCH
+                    } else {
+                        code
+                    }
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn fetch_offsets(&self, group_id: &str, query: TopicsQuery) -> TopicsAnswer {
         let group = self.get_group(group_id);
         let g = group.as_ref().map(|g| lock(g));
@@ -370,17 +415,16 @@ impl GroupCoordinator {
             return resp;
         };
         let mut g = lock(&group);
-        let subscribed_check = match g.state {
-            GroupState::Dead => {
-                resp.error_code = codes::GROUP_ID_NOT_FOUND;
-                return resp;
-            }
-            GroupState::Empty => false,
-            _ if g.protocol_type.as_deref() == Some(CONSUMER_PROTOCOL_TYPE) => true,
-            _ => {
-                resp.error_code = codes::NON_EMPTY_GROUP;
-                return resp;
-            }
+        let subscribed_check = if g.is(GroupState::Dead) {
+            resp.error_code = codes::GROUP_ID_NOT_FOUND;
+            return resp;
+        } else if g.is_empty() {
+            false
+        } else if g.protocol_type.as_deref() == Some(CONSUMER_PROTOCOL_TYPE) {
+            true
+        } else {
+            resp.error_code = codes::NON_EMPTY_GROUP;
+            return resp;
         };
         let mut removed = Vec::new();
         resp.topics = req
@@ -435,33 +479,36 @@ impl GroupCoordinator {
         } else {
             HashSet::new()
         };
-        let classic_only_excluded = version >= 5
-            && !req.types_filter.is_empty()
-            && !req
-                .types_filter
+        let types: HashSet<String> = if version >= 5 {
+            req.types_filter
                 .iter()
-                .any(|t| t.as_str().eq_ignore_ascii_case(CLASSIC_GROUP_TYPE));
+                .map(|t| t.as_str().to_lowercase())
+                .collect()
+        } else {
+            HashSet::new()
+        };
         let mut listed = Vec::new();
-        if !classic_only_excluded {
-            for (group_id, group) in self.snapshot_groups() {
-                let g = lock(&group);
-                if g.is(GroupState::Dead) {
-                    continue;
-                }
-                if !states.is_empty() && !states.contains(&g.state.name().to_lowercase()) {
-                    continue;
-                }
-                let mut out = ListedGroup::default();
-                out.group_id = GroupId(sb(group_id));
-                out.protocol_type = sb(g.protocol_type.clone().unwrap_or_default());
-                if version >= 4 {
-                    out.group_state = sb(g.state.name());
-                }
-                if version >= 5 {
-                    out.group_type = sb(CLASSIC_GROUP_TYPE);
-                }
-                listed.push(out);
+        for (group_id, group) in self.snapshot_groups() {
+            let g = lock(&group);
+            if g.is(GroupState::Dead) {
+                continue;
             }
+            if !states.is_empty() && !states.contains(&g.state_name().to_lowercase()) {
+                continue;
+            }
+            if !types.is_empty() && !types.contains(g.type_name()) {
+                continue;
+            }
+            let mut out = ListedGroup::default();
+            out.group_id = GroupId(sb(group_id));
+            out.protocol_type = sb(g.protocol_type.clone().unwrap_or_default());
+            if version >= 4 {
+                out.group_state = sb(g.state_name());
+            }
+            if version >= 5 {
+                out.group_type = sb(g.type_name());
+            }
+            listed.push(out);
         }
         listed.sort_by(|a, b| a.group_id.0.as_str().cmp(b.group_id.0.as_str()));
         let mut resp = ListGroupsResponse::default();
@@ -493,7 +540,12 @@ impl GroupCoordinator {
                 out.error_code = codes::NONE;
                 let group = self.get_group(group_id.0.as_str());
                 let g = group.as_ref().map(|g| lock(g));
-                match g.as_deref().filter(|g| !g.is(GroupState::Dead)) {
+                // A consumer-protocol group is not one DescribeGroups describes: Kafka answers
+                // Dead (v0–5) or GROUP_ID_NOT_FOUND (v6+); ConsumerGroupDescribe does.
+                match g
+                    .as_deref()
+                    .filter(|g| !g.is(GroupState::Dead) && g.consumer.is_none())
+                {
                     None => {
                         if version >= 6 {
                             out.error_code = codes::GROUP_ID_NOT_FOUND;
@@ -570,7 +622,7 @@ impl GroupCoordinator {
         let mut g = lock(&group);
         match g.state {
             GroupState::Dead => codes::GROUP_ID_NOT_FOUND,
-            GroupState::Empty => {
+            GroupState::Empty if g.is_empty() => {
                 let removed: Vec<(String, i32)> =
                     std::mem::take(&mut g.offsets).into_keys().collect();
                 let dead = self.cleanup_group(&mut g, removed);
@@ -687,7 +739,7 @@ impl GroupCoordinator {
                 Err(e) => warn!(group = %g.group_id, "cannot encode offset key: {e}"),
             }
         }
-        let dead = g.is(GroupState::Empty) && g.offsets.is_empty();
+        let dead = g.is_empty() && g.offsets.is_empty();
         if dead {
             let now_ms = self.now_ms();
             g.transition_to(GroupState::Dead, now_ms);
@@ -819,12 +871,16 @@ impl GroupCoordinator {
 /// Kafka's `validateOffsetCommit` (non-transactional).
 fn validate_offset_commit(
     g: &Group,
+    version: i16,
     generation: i32,
     member_id: &str,
     instance: Option<&str>,
 ) -> Result<(), i16> {
     if g.is(GroupState::Dead) {
         return Err(codes::COORDINATOR_NOT_AVAILABLE);
+    }
+    if let Some(consumer) = &g.consumer {
+        return validate_member_offsets(consumer, member_id, generation, Some(version));
     }
     if generation < 0 && g.is(GroupState::Empty) {
         // The admin client, or a consumer using assign(): allowed while nobody is a member.

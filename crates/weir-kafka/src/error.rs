@@ -80,6 +80,12 @@ pub mod codes {
     pub const NETWORK_EXCEPTION: i16 = ErrorCode::NetworkException.code();
     pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = ErrorCode::CoordinatorLoadInProgress.code();
     pub const UNSTABLE_OFFSET_COMMIT: i16 = ErrorCode::UnstableOffsetCommit.code();
+    pub const UNSUPPORTED_VERSION: i16 = ErrorCode::UnsupportedVersion.code();
+    pub const FENCED_MEMBER_EPOCH: i16 = ErrorCode::FencedMemberEpoch.code();
+    pub const UNRELEASED_INSTANCE_ID: i16 = ErrorCode::UnreleasedInstanceId.code();
+    pub const UNSUPPORTED_ASSIGNOR: i16 = ErrorCode::UnsupportedAssignor.code();
+    pub const STALE_MEMBER_EPOCH: i16 = ErrorCode::StaleMemberEpoch.code();
+    pub const INVALID_REGULAR_EXPRESSION: i16 = ErrorCode::InvalidRegularExpression.code();
 }
 
 /// Kafka's name for an error code, as its clients and docs print it

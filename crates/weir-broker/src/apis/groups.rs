@@ -22,12 +22,14 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{
-    BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
-    DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest,
-    HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
-    ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse,
-    OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
-    SyncGroupRequest, SyncGroupResponse,
+    BrokerId, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, DeleteGroupsRequest,
+    DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest,
+    FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
+    JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
+    ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest,
+    OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
+    SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
@@ -412,6 +414,114 @@ pub fn leave_group(
         return LeaveGroupResponse::default().with_error_code(code);
     }
     broker.groups.leave_group(req, ctx.version)
+}
+
+/// The broker's topics as the consumer protocol sees them, read at the moment of a
+/// heartbeat: regular expressions match the topics that are not internal.
+struct BrokerTopics<'a>(&'a Broker);
+
+impl weir_group::TopicCatalog for BrokerTopics<'_> {
+    fn by_name(&self, name: &str) -> Option<weir_group::TopicInfo> {
+        let t = self.0.topic(name)?;
+        Some(weir_group::TopicInfo {
+            name: t.name.clone(),
+            id: t.id,
+            partitions: i32::try_from(t.partitions.len()).unwrap_or(i32::MAX),
+        })
+    }
+
+    fn matchable(&self) -> Vec<weir_group::TopicInfo> {
+        self.0
+            .all_topics()
+            .into_iter()
+            .filter(|t| !weir_kafka::topic::is_internal(&t.name))
+            .map(|t| weir_group::TopicInfo {
+                name: t.name.clone(),
+                id: t.id,
+                partitions: i32::try_from(t.partitions.len()).unwrap_or(i32::MAX),
+            })
+            .collect()
+    }
+}
+
+/// KIP-848's one membership API. Members need READ on the group (as for JoinGroup), and
+/// DESCRIBE on the topics they name.
+pub fn consumer_group_heartbeat(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: ConsumerGroupHeartbeatRequest,
+) -> ConsumerGroupHeartbeatResponse {
+    let refuse = |code: i16, message: String| {
+        ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(code)
+            .with_error_message(Some(StrBytes::from_string(message)))
+            .with_member_epoch(-1)
+    };
+    if !may(broker, ctx, Operation::Read, &req.group_id) {
+        return refuse(
+            GROUP_DENIED,
+            format!(
+                "{} may not read group '{}'",
+                ctx.principal,
+                req.group_id.0.as_str()
+            ),
+        );
+    }
+    let denied: Vec<&str> = req
+        .subscribed_topic_names
+        .iter()
+        .flatten()
+        .map(|t| t.0.as_str())
+        .filter(|t| !topic_may(broker, ctx, Operation::Describe, t))
+        .collect();
+    if !denied.is_empty() {
+        return refuse(
+            TOPIC_DENIED,
+            format!(
+                "{} may not describe topics {}",
+                ctx.principal,
+                denied.join(", ")
+            ),
+        );
+    }
+    if let Err(code) = broker.coordinates(&req.group_id) {
+        return refuse(code, "this broker does not coordinate the group".into());
+    }
+    let host = format!("/{}", ctx.peer.ip());
+    broker.groups.consumer_group_heartbeat(
+        req,
+        ctx.version,
+        &ctx.client_id,
+        &host,
+        &BrokerTopics(broker),
+    )
+}
+
+pub fn consumer_group_describe(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: ConsumerGroupDescribeRequest,
+) -> ConsumerGroupDescribeResponse {
+    let with_ops = req.include_authorized_operations;
+    let mut resp = broker.groups.consumer_group_describe(req, ctx.version);
+    for g in &mut resp.groups {
+        let id = g.group_id.clone();
+        let refused = |code: i16| {
+            kafka_protocol::messages::consumer_group_describe_response::DescribedGroup::default()
+                .with_group_id(id.clone())
+                .with_error_code(code)
+                .with_authorized_operations(i32::MIN)
+        };
+        if !may(broker, ctx, Operation::Describe, &g.group_id) {
+            *g = refused(GROUP_DENIED);
+        } else if let Err(code) = broker.coordinates(&g.group_id) {
+            *g = refused(code);
+        } else if with_ops && g.error_code == 0 {
+            g.authorized_operations =
+                broker.authorized_operations(ctx, ResourceType::Group, &g.group_id);
+        }
+    }
+    resp
 }
 
 /// Every group, with DESCRIBE on the cluster; else the groups the client may describe.

@@ -137,6 +137,12 @@ pub async fn handle(
         }
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, ctx, r)),
         RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(groups::leave_group(broker, ctx, r)),
+        RequestKind::ConsumerGroupHeartbeat(r) => {
+            ResponseKind::ConsumerGroupHeartbeat(groups::consumer_group_heartbeat(broker, ctx, r))
+        }
+        RequestKind::ConsumerGroupDescribe(r) => {
+            ResponseKind::ConsumerGroupDescribe(groups::consumer_group_describe(broker, ctx, r))
+        }
         RequestKind::OffsetCommit(r) => {
             ResponseKind::OffsetCommit(groups::offset_commit(broker, ctx, r).await)
         }
