@@ -4,7 +4,8 @@ kafka-python) against the broker at $BOOTSTRAP:
 
   before-restart: consume by timestamp; a consumer group of two members that splits the
       partitions and rebalances when one leaves (eager and cooperative-sticky, librdkafka;
-      roundrobin and sticky, kafka-python); commit and resume; errors a client must see
+      roundrobin and sticky, kafka-python); commit and resume; a KIP-848 group
+      (group.protocol=consumer) of two, three, then two members; errors a client must see
       (too large, bad topic name, bad config); per-record produce errors (KIP-467);
       dynamic broker configs (per broker and cluster-wide, live and after the restart);
       delete and re-create a topic; and data plus
@@ -168,6 +169,111 @@ def commit_and_resume():
     values = sorted(int(v[1:]) for v in rest)
     if values != list(range(50, 100)):
         fail("resuming from the committed offset gave %s..." % values[:5])
+
+
+def consumer_protocol_group():
+    """KIP-848 (group.protocol=consumer, librdkafka >= 2.10): two members share the
+    partitions, a third joins, one leaves, the group resumes from committed offsets; the
+    group is a consumer group to ListGroups and ConsumerGroupDescribe, and a classic
+    consumer cannot join it while it has members."""
+    from confluent_kafka import ConsumerGroupType
+    topic = "kip848-" + uuid.uuid4().hex[:6]
+    group = "kip848-" + uuid.uuid4().hex[:6]
+    create(topic, 6)
+    produce(topic, 600)
+    conf = {**COMMON, "group.id": group, "group.protocol": "consumer",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    assigned = []
+
+    def member():
+        i = len(assigned)
+        assigned.append(set())
+
+        def on_assign(c, parts):
+            assigned[i].update(p.partition for p in parts)
+
+        def on_revoke(c, parts):
+            assigned[i].difference_update(p.partition for p in parts)
+
+        c = Consumer(conf)
+        c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+        return c
+
+    def settle(cs, live, want, what):
+        deadline = time.time() + 40
+        seen = {}
+        while time.time() < deadline:
+            for i in live:
+                for m in cs[i].consume(100, 0.1):
+                    if m.error():
+                        if m.error().code() != KafkaError._PARTITION_EOF:
+                            fail("kip848 %s: consume error %s" % (what, m.error()))
+                        continue
+                    seen[(m.partition(), m.offset())] = i
+            sizes = sorted(len(assigned[i]) for i in live)
+            owned = [p for i in live for p in assigned[i]]
+            if sizes == want and len(owned) == len(set(owned)) == 6:
+                return seen
+        fail("kip848 %s: partitions held %s, want sizes %s" % (what, [sorted(a) for a in assigned], want))
+
+    cs = [member(), member()]
+    seen = settle(cs, [0, 1], [3, 3], "two members")
+    cs.append(member())
+    seen.update(settle(cs, [0, 1, 2], [2, 2, 2], "a third joins"))
+    # Everything read so far is committed by its reader (at the member's current epoch).
+    deadline = time.time() + 30
+    while len(seen) < 600 and time.time() < deadline:
+        for i in range(3):
+            for m in cs[i].consume(100, 0.1):
+                if not m.error():
+                    seen[(m.partition(), m.offset())] = i
+    if len(seen) != 600:
+        fail("kip848: the three members read %d of 600 records" % len(seen))
+    ends = {}
+    for (p, off) in seen:
+        ends[p] = max(ends.get(p, 0), off + 1)
+    for i in range(3):
+        # Each member commits what it holds, at its current member epoch (OffsetCommit v9).
+        mine = [TopicPartition(topic, p, ends[p]) for p in sorted(assigned[i]) if p in ends]
+        if mine:
+            for tp in cs[i].commit(offsets=mine, asynchronous=False):
+                if tp.error:
+                    fail("kip848: commit of %s failed: %s" % (tp, tp.error))
+
+    admin = AdminClient(COMMON)
+    listed = admin.list_consumer_groups(request_timeout=10).result()
+    mine = [g for g in listed.valid if g.group_id == group]
+    if not mine or mine[0].type != ConsumerGroupType.CONSUMER:
+        fail("kip848: ListGroups shows %s" % [(g.group_id, g.type) for g in mine])
+    desc = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
+    if len(desc.members) != 3 or sum(len(m.assignment.topic_partitions) for m in desc.members) != 6:
+        fail("kip848: ConsumerGroupDescribe shows %d members holding %s" % (
+            len(desc.members), [len(m.assignment.topic_partitions) for m in desc.members]))
+    classic = Consumer({**COMMON, "group.id": group, "session.timeout.ms": 6000})
+    classic.subscribe([topic])
+    err = None
+    deadline = time.time() + 15
+    while err is None and time.time() < deadline:
+        m = classic.poll(0.2)
+        if m is not None and m.error():
+            err = m.error()
+    classic.close()
+    if err is None or err.code() != KafkaError.INCONSISTENT_GROUP_PROTOCOL:
+        fail("kip848: a classic member joining got %s, want INCONSISTENT_GROUP_PROTOCOL" % err)
+
+    cs[2].close()  # leaves with epoch -1: the other two take its partitions
+    settle(cs, [0, 1], [3, 3], "one leaves")
+    produce(topic, 60, value_prefix="after")
+    for c in cs[:2]:
+        c.close()
+    # A new member resumes where the group committed: only the 60 new records.
+    c = Consumer(conf)
+    c.subscribe([topic])
+    got = consume_until([c], 60, timeout=40)
+    c.close()
+    if sorted(got) != sorted(b"after%d" % i for i in range(60)):
+        old = [v for v in got if not v.startswith(b"after")]
+        fail("kip848: resuming gave %d records, %d of them already committed" % (len(got), len(old)))
 
 
 def kafka_python_group(assignor_name):
@@ -479,6 +585,7 @@ if __name__ == "__main__":
         scenario("kafka-python group, roundrobin")(lambda: kafka_python_group("roundrobin"))
         scenario("kafka-python group, sticky")(lambda: kafka_python_group("sticky"))
         scenario("commit and resume")(commit_and_resume)
+        scenario("KIP-848 consumer group of 2, 3, then 2")(consumer_protocol_group)
         scenario("errors a client sees")(errors_clients_see)
         scenario("per-record produce errors (KIP-467)")(per_record_errors)
         scenario("transactions refused at once")(transactions_fail_fast)

@@ -14,8 +14,9 @@ use kafka_protocol::messages::offset_delete_request::{
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    ConsumerProtocolAssignment, DeleteGroupsRequest, DescribeGroupsRequest, GroupId,
-    ListGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, TopicName,
+    ConsumerGroupDescribeRequest, ConsumerProtocolAssignment, DeleteGroupsRequest,
+    DescribeGroupsRequest, GroupId, ListGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError as E;
@@ -28,6 +29,7 @@ use crate::error::{ClientError, Result};
 
 const LIST_GROUPS: (i16, i16) = (0, 4);
 const DESCRIBE_GROUPS: (i16, i16) = (0, 5);
+const CONSUMER_GROUP_DESCRIBE: (i16, i16) = (0, 0);
 const DELETE_GROUPS: (i16, i16) = (0, 2);
 const OFFSET_FETCH: (i16, i16) = (1, 7);
 const OFFSET_COMMIT: (i16, i16) = (2, 8);
@@ -106,8 +108,78 @@ impl Admin {
     }
 
     /// Describes a group: its state, assignor and members with their partitions. A group
-    /// nobody has used is reported in state "Dead" (as Kafka does), not as an error.
+    /// nobody has used is reported in state "Dead" (as Kafka does), not as an error. As
+    /// Kafka's admin client does, a KIP-848 group is described with ConsumerGroupDescribe,
+    /// and DescribeGroups is used where that API is not served or the group is classic.
     pub async fn describe_group(&self, group: &str) -> Result<GroupDescription> {
+        if let Some(described) = self.describe_consumer_group(group).await? {
+            return Ok(described);
+        }
+        self.describe_classic_group(group).await
+    }
+
+    /// ConsumerGroupDescribe; `None` when the broker does not serve it or the group is not
+    /// a consumer-protocol group.
+    async fn describe_consumer_group(&self, group: &str) -> Result<Option<GroupDescription>> {
+        let build =
+            |_| ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(sb(group))]);
+        let resp = match self
+            .send(
+                "describing a group",
+                Route::Coordinator(group),
+                CONSUMER_GROUP_DESCRIBE,
+                build,
+                |r| r.groups.iter().map(|g| g.error_code).collect(),
+            )
+            .await
+        {
+            Ok(resp) => resp,
+            // An older broker: it has no consumer-protocol groups to describe.
+            Err(ClientError::Protocol(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let Some(g) = resp
+            .groups
+            .into_iter()
+            .find(|g| g.group_id.as_str() == group)
+        else {
+            return Err(ClientError::Protocol(format!(
+                "ConsumerGroupDescribe did not answer for group '{group}'"
+            )));
+        };
+        if g.error_code == E::GroupIdNotFound.code() {
+            return Ok(None);
+        }
+        err(g.error_code, g.error_message.as_ref())?;
+        let members = g
+            .members
+            .into_iter()
+            .map(|m| MemberDescription {
+                member_id: m.member_id.to_string(),
+                group_instance_id: m.instance_id.map(|i| i.to_string()),
+                client_id: m.client_id.to_string(),
+                host: m.client_host.to_string(),
+                assignment: m
+                    .assignment
+                    .topic_partitions
+                    .into_iter()
+                    .flat_map(|t| {
+                        let name = t.topic_name.to_string();
+                        t.partitions.into_iter().map(move |p| (name.clone(), p))
+                    })
+                    .collect(),
+            })
+            .collect();
+        Ok(Some(GroupDescription {
+            group_id: group.to_owned(),
+            state: g.group_state.to_string(),
+            protocol_type: "consumer".into(),
+            protocol: g.assignor_name.to_string(),
+            members,
+        }))
+    }
+
+    async fn describe_classic_group(&self, group: &str) -> Result<GroupDescription> {
         let build = |_| {
             let mut req = DescribeGroupsRequest::default();
             req.groups = vec![GroupId(sb(group))];
