@@ -205,6 +205,22 @@ fn request(api: ApiKey, topic: &str, v: i16) -> RequestKind {
             r.group_id = GroupId(StrBytes::from_static_str("g-none"));
             RequestKind::SyncGroup(r)
         }
+        ApiKey::ConsumerGroupHeartbeat => {
+            // A first heartbeat (KIP-848): join at epoch 0 with a subscription.
+            let mut r = ConsumerGroupHeartbeatRequest::default();
+            r.group_id = GroupId(StrBytes::from_static_str("g-kip848"));
+            r.member_id = StrBytes::from_static_str("m-protocol");
+            r.member_epoch = 0;
+            r.rebalance_timeout_ms = 1000;
+            r.subscribed_topic_names = Some(vec![name()]);
+            r.topic_partitions = Some(Vec::new());
+            RequestKind::ConsumerGroupHeartbeat(r)
+        }
+        ApiKey::ConsumerGroupDescribe => {
+            let mut r = ConsumerGroupDescribeRequest::default();
+            r.group_ids = vec![GroupId(StrBytes::from_static_str("g-kip848"))];
+            RequestKind::ConsumerGroupDescribe(r)
+        }
         ApiKey::DescribeGroups => {
             let mut r = DescribeGroupsRequest::default();
             r.groups = vec![GroupId(StrBytes::from_static_str("g-protocol"))];
