@@ -422,12 +422,7 @@ struct BrokerTopics<'a>(&'a Broker);
 
 impl weir_group::TopicCatalog for BrokerTopics<'_> {
     fn by_name(&self, name: &str) -> Option<weir_group::TopicInfo> {
-        let t = self.0.topic(name)?;
-        Some(weir_group::TopicInfo {
-            name: t.name.clone(),
-            id: t.id,
-            partitions: i32::try_from(t.partitions.len()).unwrap_or(i32::MAX),
-        })
+        self.0.topic(name).map(|t| topic_info(&t))
     }
 
     fn matchable(&self) -> Vec<weir_group::TopicInfo> {
@@ -435,12 +430,16 @@ impl weir_group::TopicCatalog for BrokerTopics<'_> {
             .all_topics()
             .into_iter()
             .filter(|t| !weir_kafka::topic::is_internal(&t.name))
-            .map(|t| weir_group::TopicInfo {
-                name: t.name.clone(),
-                id: t.id,
-                partitions: i32::try_from(t.partitions.len()).unwrap_or(i32::MAX),
-            })
+            .map(|t| topic_info(&t))
             .collect()
+    }
+}
+
+fn topic_info(t: &crate::topics::Topic) -> weir_group::TopicInfo {
+    weir_group::TopicInfo {
+        name: t.name.clone(),
+        id: t.id,
+        partitions: i32::try_from(t.partitions.len()).unwrap_or(i32::MAX),
     }
 }
 
