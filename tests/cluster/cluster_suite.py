@@ -158,6 +158,13 @@ def leaders(addr, topic):
     return {p.id: p.leader for p in md.topics[topic].partitions.values()}
 
 
+def all_led(addr, topic, partitions):
+    """Every partition known and led; an answer from a broker that has not yet learned of
+    the topic is empty, not "all led"."""
+    ls = leaders(addr, topic)
+    return len(ls) == partitions and all(l >= 0 for l in ls.values())
+
+
 def produce(addr, topic, n, partition=None, timeout=30):
     """n records, acks=all; returns how many were acknowledged."""
     p = Producer({"bootstrap.servers": addr, "acks": "all", "linger.ms": 5,
@@ -337,7 +344,7 @@ def broker_loss(brokers, everyone):
     topic = "loss-" + uuid.uuid4().hex[:6]
     a = AdminClient({"bootstrap.servers": everyone})
     a.create_topics([NewTopic(topic, 6, 1)])[topic].result(15)
-    wait("led", 10, lambda: all(l >= 0 for l in leaders(everyone, topic).values()))
+    wait("led", 10, lambda: all_led(everyone, topic, 6))
     before = leaders(everyone, topic)
     check(produce(everyone, topic, 600) == 600, "600 records before the loss")
     victim_id = before[0]
@@ -392,6 +399,15 @@ def partitions_of(addr, topic):
     return md.topics[topic].partitions
 
 
+def all_in_sync(addr, topic, partitions, replicas):
+    """Every partition of the topic is known, led and fully replicated. The broker that
+    answers may not have learned of a topic created a moment ago (metadata reaches each
+    broker through its etcd watch), so an empty answer is not "all in sync"."""
+    ps = partitions_of(addr, topic)
+    return len(ps) == partitions and all(len(p.isrs) == replicas and p.leader >= 0
+                                         for p in ps.values())
+
+
 def replicated_failover(brokers, everyone):
     """Each client against a topic of three replicas while the leader of its partition 0
     is killed with -9 (then restarted once the client is done)."""
@@ -400,8 +416,7 @@ def replicated_failover(brokers, everyone):
         topic = "rf3-%s-%s" % (cl, uuid.uuid4().hex[:6])
         a = AdminClient({"bootstrap.servers": everyone})
         a.create_topics([NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"})])[topic].result(15)
-        wait("in sync", 20, lambda: all(len(p.isrs) == 3 and p.leader >= 0
-                                        for p in partitions_of(everyone, topic).values()))
+        wait("in sync", 20, lambda: all_in_sync(everyone, topic, 3, 3))
         victim_id = partitions_of(everyone, topic)[0].leader
         victim = brokers[victim_id]
         alive = ",".join(b.addr for j, b in brokers.items() if j != victim_id)
@@ -443,8 +458,7 @@ def replicated_failover(brokers, everyone):
               % (cl, victim_id, "" if passed else ":\n" + out[-1500:]))
         victim.start()
         try:
-            took = wait("back in the ISR", 60, lambda: all(
-                len(p.isrs) == 3 for p in partitions_of(everyone, topic).values()))
+            took = wait("back in the ISR", 60, lambda: all_in_sync(everyone, topic, 3, 3))
             check(True, "replicated: broker %d back in every ISR of %s (%.1f s after its restart)"
                   % (victim_id, topic, took))
         except TimeoutError:
@@ -532,7 +546,7 @@ def etcd_outage(etcd, brokers, everyone):
             break
         time.sleep(0.5)
     check(ok, "once etcd is back, topics are created again")
-    wait("led", 20, lambda: all(l >= 0 for l in leaders(everyone, "after-outage").values()))
+    wait("led", 20, lambda: all_led(everyone, "after-outage", 3))
     check(count(everyone, "spread", range(6)) == 420, "nothing acknowledged during the outage is lost")
 
 
