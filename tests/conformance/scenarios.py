@@ -5,7 +5,8 @@ kafka-python) against the broker at $BOOTSTRAP:
   before-restart: consume by timestamp; a consumer group of two members that splits the
       partitions and rebalances when one leaves (eager and cooperative-sticky, librdkafka;
       roundrobin and sticky, kafka-python); commit and resume; a KIP-848 group
-      (group.protocol=consumer) of two, three, then two members; errors a client must see
+      (group.protocol=consumer) of two, three, then two members, and one of Weir's own
+      consumer beside librdkafka; errors a client must see
       (too large, bad topic name, bad config); per-record produce errors (KIP-467);
       dynamic broker configs (per broker and cluster-wide, live and after the restart);
       delete and re-create a topic; and data plus
@@ -274,6 +275,71 @@ def consumer_protocol_group():
     if sorted(got) != sorted(b"after%d" % i for i in range(60)):
         old = [v for v in got if not v.startswith(b"after")]
         fail("kip848: resuming gave %d records, %d of them already committed" % (len(got), len(old)))
+
+
+def weir_consumer_in_consumer_protocol_group():
+    """Weir's own consumer (`weir consume --property group.protocol=consumer`) and a
+    librdkafka member share one KIP-848 group: the Weir member resumes from the offsets
+    librdkafka committed, each reads only the partitions it holds, every record is read
+    once, and when Weir's member leaves, librdkafka's takes its partitions back."""
+    topic = "kip848-weir-" + uuid.uuid4().hex[:6]
+    group = "kip848-weir-" + uuid.uuid4().hex[:6]
+    create(topic, 4)
+    produce(topic, 200)
+    held = set()
+    c = Consumer({**COMMON, "group.id": group, "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic], on_assign=lambda _, ps: held.update(p.partition for p in ps),
+                on_revoke=lambda _, ps: held.difference_update(p.partition for p in ps))
+    got = consume_until([c], 200, timeout=40)
+    if len(got) != 200 or held != {0, 1, 2, 3}:
+        fail("kip848+weir: librdkafka alone read %d of 200 holding %s" % (len(got), sorted(held)))
+    c.commit(asynchronous=False)
+    weir = subprocess.Popen(
+        [os.environ["WEIR"], "consume", "--bootstrap", B, "--topic", topic, "--group", group,
+         "--property", "group.protocol=consumer", "--from-beginning", "--timeout-ms", "5000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    mine = {}
+
+    def poll_while(cond, limit, what):
+        deadline = time.time() + limit
+        while cond():
+            if time.time() > deadline:
+                weir.kill()
+                fail("kip848+weir: %s (librdkafka holds %s): %s"
+                     % (what, sorted(held), weir.communicate()[1][-800:]))
+            for m in c.consume(100, 0.1):
+                if not m.error():
+                    mine[(m.partition(), m.offset())] = m.value()
+
+    poll_while(lambda: len(held) != 2, 30, "the Weir member never took its half")
+    split = set(held)
+    produce(topic, 400, value_prefix="after")
+    # Weir's member stops 5 s after its last record, commits and leaves (epoch -1).
+    poll_while(lambda: weir.poll() is None, 60, "weir consume did not finish")
+    out, err = weir.communicate()
+    if weir.returncode != 0:
+        fail("kip848+weir: weir consume exited %d: %s" % (weir.returncode, err[-800:]))
+    theirs = {}
+    for line in out.splitlines():
+        row = json.loads(line)
+        theirs[(row["partition"], row["offset"])] = row["value"].encode()
+    poll_while(lambda: held != {0, 1, 2, 3}, 30, "librdkafka never took the partitions back")
+    ends = {p: max(o for q, o in theirs if q == p) + 1 for p, _ in theirs}
+    committed = {tp.partition: tp.offset for tp in
+                 c.committed([TopicPartition(topic, p) for p in ends], timeout=10)}
+    if committed != ends:
+        fail("kip848+weir: Weir's member committed %s on leaving, want %s" % (committed, ends))
+    if not all(v.startswith(b"after") for v in theirs.values()):
+        fail("kip848+weir: the Weir member read records librdkafka had committed")
+    if {p for p, _ in theirs} != {0, 1, 2, 3} - split or {p for p, _ in mine} - split:
+        fail("kip848+weir: Weir read partitions %s and librdkafka %s while it held %s"
+             % (sorted({p for p, _ in theirs}), sorted({p for p, _ in mine}), sorted(split)))
+    values = sorted(list(theirs.values()) + list(mine.values()))
+    if values != sorted(b"after%d" % i for i in range(400)) or set(theirs) & set(mine):
+        fail("kip848+weir: %d records from Weir, %d from librdkafka, want 400 once each"
+             % (len(theirs), len(mine)))
+    c.close()
 
 
 def kafka_python_group(assignor_name):
@@ -586,6 +652,8 @@ if __name__ == "__main__":
         scenario("kafka-python group, sticky")(lambda: kafka_python_group("sticky"))
         scenario("commit and resume")(commit_and_resume)
         scenario("KIP-848 consumer group of 2, 3, then 2")(consumer_protocol_group)
+        scenario("KIP-848 group of Weir's consumer and librdkafka")(
+            weir_consumer_in_consumer_protocol_group)
         scenario("errors a client sees")(errors_clients_see)
         scenario("per-record produce errors (KIP-467)")(per_record_errors)
         scenario("transactions refused at once")(transactions_fail_fast)

@@ -1,8 +1,10 @@
 //! The consumer against a real broker: every record exactly once in offset order in every
 //! codec; groups split partitions without overlap (range and cooperative-sticky, the latter
 //! moving only what must move) and hand everything to the survivor; commits resume where
-//! they left off; seeks, resets and offset lookups; the assignors against Kafka's results;
-//! and a long poll loop that keeps up with a producer.
+//! they left off; the KIP-848 consumer protocol (the coordinator assigns, members hand
+//! partitions over committed, a member that stops polling loses them); seeks, resets and
+//! offset lookups; the assignors against Kafka's results; and a long poll loop that keeps up
+//! with a producer.
 
 mod common;
 
@@ -178,13 +180,15 @@ impl RebalanceListener for Recorder {
     }
 }
 
-/// A group member polling in a task of its own, publishing its assignment.
+/// A group member polling in a task of its own, publishing its assignment and the
+/// records it got.
 struct Member {
     stop: Arc<AtomicBool>,
     task: JoinHandle<Consumer>,
     assignment: Arc<Mutex<BTreeSet<TopicPartition>>>,
     member_id: Arc<Mutex<String>>,
     calls: Recorder,
+    records: Arc<Mutex<Vec<(TopicPartition, i64)>>>,
 }
 
 impl Member {
@@ -194,12 +198,21 @@ impl Member {
         let stop = Arc::new(AtomicBool::new(false));
         let assignment = Arc::new(Mutex::new(BTreeSet::new()));
         let member_id = Arc::new(Mutex::new(String::new()));
+        let records = Arc::new(Mutex::new(Vec::new()));
         let task = {
-            let (stop, assignment, member_id) =
-                (stop.clone(), assignment.clone(), member_id.clone());
+            let (stop, assignment, member_id, records) = (
+                stop.clone(),
+                assignment.clone(),
+                member_id.clone(),
+                records.clone(),
+            );
             tokio::spawn(async move {
                 while !stop.load(Ordering::SeqCst) {
-                    c.poll(Duration::from_millis(50)).await.unwrap();
+                    let got = c.poll(Duration::from_millis(50)).await.unwrap();
+                    records.lock().unwrap().extend(
+                        got.into_iter()
+                            .map(|r| (TopicPartition::new(&*r.topic, r.partition), r.offset)),
+                    );
                     *assignment.lock().unwrap() = c.assignment();
                     if let Some((id, _)) = c.group_member() {
                         *member_id.lock().unwrap() = id;
@@ -214,7 +227,12 @@ impl Member {
             assignment,
             member_id,
             calls,
+            records,
         }
+    }
+
+    fn records(&self) -> Vec<(TopicPartition, i64)> {
+        self.records.lock().unwrap().clone()
     }
 
     fn assignment(&self) -> BTreeSet<TopicPartition> {
@@ -359,6 +377,189 @@ async fn cooperative_sticky_moves_only_what_must_move() {
         "{calls_a:?}"
     );
     ca.close().await.unwrap();
+    b.stop().await;
+}
+
+/// A consumer of the KIP-848 protocol: the coordinator decides the session and heartbeat
+/// (the test broker beats every 100 ms), so they are not set here.
+fn kip848_consumer(bootstrap: &str, group: &str, extra: &[(&str, &str)]) -> Consumer {
+    let mut props = vec![
+        ("bootstrap.servers", bootstrap),
+        ("group.id", group),
+        ("group.protocol", "consumer"),
+        ("auto.offset.reset", "earliest"),
+        ("fetch.max.wait.ms", "100"),
+        ("default.api.timeout.ms", "10000"),
+    ];
+    props.extend_from_slice(extra);
+    Consumer::from_properties(props).unwrap()
+}
+
+fn revoked_by(calls: &[Call]) -> BTreeSet<TopicPartition> {
+    calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Revoked(p) => Some(p.iter().cloned()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_protocol_members_share_partitions_and_hand_them_over_committed() {
+    let mut b = common::broker(&[
+        ("num.partitions", "6"),
+        ("group.consumer.heartbeat.interval.ms", "100"),
+    ])
+    .await;
+    let topic = "kip848-t";
+    for p in 0..6 {
+        produce(&b.bootstrap, topic, p, 10).await;
+    }
+    let start = |id: &str| {
+        Member::start(
+            kip848_consumer(&b.bootstrap, "kip848-g", &[("client.id", id)]),
+            topic,
+        )
+    };
+    let a = start("a");
+    wait_until(
+        Duration::from_secs(20),
+        "the first member's assignment",
+        || a.assignment() == all(topic, 6),
+    )
+    .await;
+    wait_until(
+        Duration::from_secs(20),
+        "the first member's records",
+        || a.records().len() == 60,
+    )
+    .await;
+    let bm = start("b");
+    wait_for_split(&[&a, &bm], &all(topic, 6)).await;
+    assert_eq!(
+        (a.assignment().len(), bm.assignment().len()),
+        (3, 3),
+        "uniform"
+    );
+    let c = start("c");
+    wait_for_split(&[&a, &bm, &c], &all(topic, 6)).await;
+    let sizes: Vec<usize> = [&a, &bm, &c].iter().map(|m| m.assignment().len()).collect();
+    assert_eq!(sizes, vec![2, 2, 2]);
+
+    // A consumer of the classic protocol cannot join the group while it has members of the
+    // consumer protocol.
+    let mut classic = consumer(&b.bootstrap, &[("group.id", "kip848-g")]);
+    classic.subscribe([topic], None).unwrap();
+    let refused = async {
+        loop {
+            if let Err(e) = classic.poll(Duration::from_millis(100)).await {
+                return e;
+            }
+        }
+    };
+    let e = tokio::time::timeout(Duration::from_secs(20), refused)
+        .await
+        .expect("the classic consumer is refused");
+    assert_eq!(e.code(), Some(23), "INCONSISTENT_GROUP_PROTOCOL: {e}");
+    classic.close().await.unwrap();
+
+    // b leaves: its partitions go to the others, committed where it left them.
+    let mut seen = bm.records();
+    let (cb, calls_b) = bm.stop().await;
+    cb.close().await.unwrap();
+    wait_for_split(&[&a, &c], &all(topic, 6)).await;
+    for p in 0..6 {
+        produce(&b.bootstrap, topic, p, 1).await;
+    }
+    wait_until(Duration::from_secs(20), "the six new records", || {
+        a.records().len() + c.records().len() == 60 + 6
+    })
+    .await;
+    seen.extend(a.records());
+    seen.extend(c.records());
+    let (ca, calls_a) = a.stop().await;
+    let (cc, calls_c) = c.stop().await;
+    // Every record exactly once across the members, through three moves.
+    seen.sort();
+    let want: Vec<(TopicPartition, i64)> = (0..6)
+        .flat_map(|p| (0..=10).map(move |o| (tp(topic, p), o)))
+        .collect();
+    assert_eq!(seen, want);
+    // Nothing was lost (no fencing); a revoked only what moved away, and took nothing back
+    // before it had been revoked.
+    let (calls_a, calls_b, calls_c) = (calls_a.calls(), calls_b.calls(), calls_c.calls());
+    for calls in [&calls_a, &calls_b, &calls_c] {
+        assert!(
+            !calls.iter().any(|c| matches!(c, Call::Lost(_))),
+            "{calls:?}"
+        );
+    }
+    assert_eq!(calls_a.first(), Some(&Call::Assigned(all(topic, 6))));
+    assert_eq!(
+        revoked_by(&calls_a).len(),
+        4,
+        "a gave up 3, then 1: {calls_a:?}"
+    );
+    ca.close().await.unwrap();
+    cc.close().await.unwrap();
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_protocol_member_that_stops_polling_loses_its_partitions_and_rejoins() {
+    let mut b = common::broker(&[
+        ("num.partitions", "2"),
+        ("group.consumer.heartbeat.interval.ms", "100"),
+    ])
+    .await;
+    let topic = "kip848-stall";
+    produce(&b.bootstrap, topic, 0, 1).await;
+    let calls = Recorder::default();
+    let mut slow = kip848_consumer(
+        &b.bootstrap,
+        "kip848-stall-g",
+        &[("max.poll.interval.ms", "1500")],
+    );
+    slow.subscribe([topic], Some(Box::new(calls.clone())))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while slow.assignment() != all(topic, 2) {
+        assert!(Instant::now() < deadline, "the first member's assignment");
+        slow.poll(Duration::from_millis(50)).await.unwrap();
+    }
+    let other = Member::start(kip848_consumer(&b.bootstrap, "kip848-stall-g", &[]), topic);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(slow.assignment().len() == 1 && other.assignment().len() == 1) {
+        assert!(Instant::now() < deadline, "a split of one and one");
+        slow.poll(Duration::from_millis(50)).await.unwrap();
+    }
+    let kept = slow.assignment();
+    // No poll for longer than max.poll.interval.ms: the member leaves, the other takes all.
+    wait_until(
+        Duration::from_secs(20),
+        "the other member to take both",
+        || other.assignment() == all(topic, 2),
+    )
+    .await;
+    // The next poll gives the partition up as lost, then the member joins again.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(slow.assignment().len() == 1 && other.assignment().len() == 1) {
+        assert!(Instant::now() < deadline, "the member back in the group");
+        slow.poll(Duration::from_millis(50)).await.unwrap();
+    }
+    // Lost, never revoked: the member was out of the group when it gave the partition up.
+    let calls = calls.calls();
+    let lost = calls.iter().position(|c| *c == Call::Lost(kept.clone()));
+    assert!(lost.is_some(), "{calls:?}");
+    assert!(
+        !calls.iter().any(|c| *c == Call::Revoked(kept.clone())),
+        "{calls:?}"
+    );
+    let (co, _) = other.stop().await;
+    co.close().await.unwrap();
+    slow.close().await.unwrap();
     b.stop().await;
 }
 

@@ -110,6 +110,23 @@ pub enum RebalanceProtocol {
     Cooperative,
 }
 
+/// `group.protocol`: how the consumer takes part in its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupProtocol {
+    /// JoinGroup/SyncGroup rounds; a member of the group runs the assignor.
+    Classic,
+    /// KIP-848: ConsumerGroupHeartbeat; the coordinator assigns (`group.remote.assignor`).
+    Consumer,
+}
+
+/// The settings the coordinator owns under the consumer protocol (as the broker's
+/// `group.consumer.*`): Kafka 4's client refuses them with `group.protocol=consumer`.
+const CLASSIC_ONLY: &[&str] = &[
+    "partition.assignment.strategy",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+];
+
 /// The consumer's settings.
 #[derive(Debug, Clone)]
 pub struct ConsumerConfig {
@@ -140,6 +157,10 @@ pub struct ConsumerConfig {
     pub client_rack: Option<String>,
     /// The cap of the backoff between failed attempts to join the group.
     pub retry_backoff_max: Duration,
+    pub group_protocol: GroupProtocol,
+    /// The server-side assignor asked for under the consumer protocol (the broker's first
+    /// `group.consumer.assignors` when unset).
+    pub group_remote_assignor: Option<String>,
 }
 
 /// Java-client keys with no meaning for this client (deserializers are the application's
@@ -241,12 +262,34 @@ impl ConsumerConfig {
                 "names no assignor",
             ));
         }
-        let group_protocol = p.string("group.protocol", "classic");
-        if !group_protocol.trim().eq_ignore_ascii_case("classic") {
-            return Err(bad(
-                "group.protocol",
-                &group_protocol,
-                "only the classic group protocol is supported",
+        let protocol = p.string("group.protocol", "classic");
+        let group_protocol = match protocol.trim().to_ascii_lowercase().as_str() {
+            "classic" => GroupProtocol::Classic,
+            "consumer" => GroupProtocol::Consumer,
+            _ => {
+                return Err(bad(
+                    "group.protocol",
+                    &protocol,
+                    "must be classic or consumer",
+                ))
+            }
+        };
+        let remote_assignor = p.string("group.remote.assignor", "");
+        let group_remote_assignor =
+            (!remote_assignor.trim().is_empty()).then(|| remote_assignor.trim().to_string());
+        if group_protocol == GroupProtocol::Consumer {
+            if let Some(key) = CLASSIC_ONLY.iter().find(|k| p.is_set(k)) {
+                return Err(ClientError::Config(format!(
+                    "{key} cannot be set with group.protocol=consumer: the group coordinator \
+                     decides it (the broker's group.consumer.* settings; the assignor is \
+                     group.remote.assignor)"
+                )));
+            }
+        } else if group_remote_assignor.is_some() {
+            return Err(ClientError::Config(
+                "group.remote.assignor needs group.protocol=consumer (the classic protocol \
+                 assigns with partition.assignment.strategy)"
+                    .into(),
             ));
         }
         let rack = p.string("client.rack", "");
@@ -274,6 +317,8 @@ impl ConsumerConfig {
             metadata_max_age: ms(p.int("metadata.max.age.ms", 300_000u64, 0)?),
             client_rack: (!rack.trim().is_empty()).then_some(rack),
             retry_backoff_max: ms(p.int("retry.backoff.max.ms", 1_000u64, 0)?),
+            group_protocol,
+            group_remote_assignor,
         };
         p.finish(CONSUMER_IGNORED)?;
         if cfg.group_id.is_some() && cfg.heartbeat_interval >= cfg.session_timeout {
@@ -388,12 +433,31 @@ mod tests {
             ("isolation.level", "serializable"),
             ("max.poll.records", "0"),
             ("fetch.max.wait.ms", "soon"),
-            ("group.protocol", "consumer"),
+            ("group.protocol", "cooperative"),
             ("fetch.min.byte", "1"),
         ] {
             let e = cfg(&[("group.id", "g"), (k, v)]).unwrap_err();
             assert!(e.to_string().contains(k), "{k}: {e}");
         }
+        for k in CLASSIC_ONLY {
+            let e = cfg(&[
+                ("group.id", "g"),
+                ("group.protocol", "consumer"),
+                (k, "range"),
+            ])
+            .unwrap_err();
+            assert!(e.to_string().contains(k), "{k}: {e}");
+        }
+        let e = cfg(&[("group.id", "g"), ("group.remote.assignor", "range")]).unwrap_err();
+        assert!(e.to_string().contains("group.protocol"), "{e}");
+        let c = cfg(&[
+            ("group.id", "g"),
+            ("group.protocol", "Consumer"),
+            ("group.remote.assignor", "range"),
+        ])
+        .unwrap();
+        assert_eq!(c.group_protocol, GroupProtocol::Consumer);
+        assert_eq!(c.group_remote_assignor.as_deref(), Some("range"));
         let e = cfg(&[("group.id", "g"), ("heartbeat.interval.ms", "50000")]).unwrap_err();
         assert!(e.to_string().contains("heartbeat.interval.ms"), "{e}");
         assert!(cfg(&[(

@@ -1,6 +1,8 @@
 //! The consumer's side of its group, the half of Kafka's `ConsumerCoordinator` that decides
-//! (`group` is the half that talks): when to join; what to give up before a rebalance and
-//! take after it, cooperatively or eagerly; the rebalance listener's callbacks around both;
+//! (`group` is the half that talks the classic protocol, `membership` KIP-848's): when to
+//! join; what to give up before a rebalance and take after it, cooperatively or eagerly, or
+//! as the KIP-848 coordinator's assignment says; the rebalance listener's callbacks around
+//! both;
 //! and the group's offsets, committed by hand, before a rebalance, on leaving and every
 //! `auto.commit.interval.ms`. It changes the assignment only through the
 //! `SubscriptionState` the consumer lends it, and never fetches or sends a request itself.
@@ -13,11 +15,12 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
-use super::config::{ConsumerConfig, RebalanceProtocol};
+use super::config::{ConsumerConfig, GroupProtocol, RebalanceProtocol};
 use super::group::{
     self, codes, CommitIdentity, CommitRetry, GroupShared, Joined, Phase, RoundOutcome, RoundParams,
 };
 use super::listener::{RebalanceContext, RebalanceListener};
+use super::membership;
 use super::record::OffsetAndMetadata;
 use super::subscription::{Mode, SubscriptionState};
 use super::Event;
@@ -61,6 +64,9 @@ pub(crate) struct ConsumerCoordinator {
     auto_commit_in_flight: bool,
     /// Errors to raise from the next `poll` (e.g. a commit a rebalance callback asked for).
     pending_errors: VecDeque<ClientError>,
+    /// Consumer protocol: whether an assignment has been reconciled since the member
+    /// (re)joined (the first one is announced to the listener even when empty).
+    reconciled: bool,
 }
 
 impl ConsumerCoordinator {
@@ -84,8 +90,13 @@ impl ConsumerCoordinator {
             auto_commit_at: now + cfg.auto_commit_interval,
             auto_commit_in_flight: false,
             pending_errors: VecDeque::new(),
+            reconciled: false,
             cfg,
         }
+    }
+
+    fn consumer_protocol(&self) -> bool {
+        self.cfg.group_protocol == GroupProtocol::Consumer
     }
 
     /// What the group's background tasks share (for OffsetFetch while positions are looked
@@ -118,6 +129,10 @@ impl ConsumerCoordinator {
         listener: Option<Box<dyn RebalanceListener>>,
     ) {
         self.listener = listener;
+        if self.consumer_protocol() {
+            // The next poll tells the heartbeat.
+            return;
+        }
         if changed && self.shared.lock().phase != Phase::Unjoined {
             self.shared
                 .request_rejoin(format!("the subscription changed to {topics:?}"));
@@ -156,6 +171,10 @@ impl ConsumerCoordinator {
         if let Some(e) = fatal {
             return Err(e);
         }
+        if self.consumer_protocol() {
+            self.maintain_membership(subs).await;
+            return Ok(());
+        }
         if self.heartbeat.as_ref().is_none_or(|h| h.is_finished()) {
             self.heartbeat = Some(tokio::spawn(group::heartbeat_loop(self.shared.clone())));
         }
@@ -183,6 +202,101 @@ impl ConsumerCoordinator {
             let _ = shared.events.send(Event::Rebalance(outcome));
         }));
         Ok(())
+    }
+
+    /// The consumer protocol's part of `poll`: tell the heartbeat the subscription, give up
+    /// the partitions as lost if the member was fenced, reconcile the coordinator's latest
+    /// assignment, and tell the heartbeat what the consumer now owns.
+    async fn maintain_membership(&mut self, subs: &mut SubscriptionState) {
+        let topics = subs.subscribed_topics();
+        // Partitions of topics no longer subscribed go at once; the coordinator's next
+        // assignment takes them back.
+        let unsubscribed: Vec<TopicPartition> = subs
+            .assignment()
+            .into_iter()
+            .filter(|tp| !topics.contains(&*tp.topic))
+            .collect();
+        if !unsubscribed.is_empty() {
+            self.revoke(subs, &unsubscribed).await;
+        }
+        let (fenced, target) = {
+            let mut s = self.shared.lock();
+            (s.beat.fenced.clone(), s.beat.target.take())
+        };
+        let rejoin = fenced.is_some();
+        if let Some(reason) = fenced {
+            let owned: Vec<TopicPartition> = subs.assignment().into_iter().collect();
+            if !owned.is_empty() {
+                info!(group = %self.shared.group_id, owned = %list(&owned),
+                    "giving up every partition as lost: {reason}");
+                self.invoke(subs, Callback::Lost, &owned).await;
+                subs.remove(&owned);
+            }
+            self.reconciled = false;
+            self.shared.lock().beat.fenced = None;
+        } else if let Some(target) = target {
+            self.reconcile(subs, &topics, target).await;
+        }
+        let owned = subs.assignment();
+        let tell = {
+            let mut s = self.shared.lock();
+            let changed = rejoin || s.beat.subscription != topics || s.beat.owned != owned;
+            s.beat.subscription = topics;
+            s.beat.owned = owned;
+            changed
+        };
+        if self.heartbeat.as_ref().is_none_or(|h| h.is_finished()) {
+            self.heartbeat = Some(tokio::spawn(membership::heartbeat_loop(
+                self.shared.clone(),
+            )));
+        } else if tell {
+            self.shared.beat_now.notify_one();
+        }
+    }
+
+    /// Moves the consumer to the coordinator's assignment: first gives up what is no longer
+    /// its own (committed first with auto-commit), then takes what is new. The coordinator
+    /// only hands out partitions no other member still holds.
+    async fn reconcile(
+        &mut self,
+        subs: &mut SubscriptionState,
+        topics: &BTreeSet<String>,
+        target: BTreeSet<TopicPartition>,
+    ) {
+        let (assigned, foreign): (BTreeSet<TopicPartition>, BTreeSet<TopicPartition>) = target
+            .into_iter()
+            .partition(|tp| topics.contains(&*tp.topic));
+        if !foreign.is_empty() {
+            // A subscription change the coordinator has not seen yet.
+            debug!(foreign = %list(&foreign), "assigned partitions of topics no longer subscribed");
+        }
+        let owned = subs.assignment();
+        let revoked: Vec<TopicPartition> = owned.difference(&assigned).cloned().collect();
+        let added: Vec<TopicPartition> = assigned.difference(&owned).cloned().collect();
+        if revoked.is_empty() && added.is_empty() && self.reconciled {
+            return;
+        }
+        let epoch = self.shared.identity().0;
+        info!(group = %self.shared.group_id, epoch, assigned = %list(&assigned),
+            added = %list(&added), revoked = %list(&revoked), "assignment received");
+        if !revoked.is_empty() {
+            self.revoke(subs, &revoked).await;
+        }
+        subs.add(added.iter().cloned());
+        self.invoke(subs, Callback::Assigned, &added).await;
+        self.reconciled = true;
+    }
+
+    /// Gives up partitions the member still owns: their positions are committed
+    /// (auto-commit), the listener is told, they stop being fetched.
+    async fn revoke(&mut self, subs: &mut SubscriptionState, revoked: &[TopicPartition]) {
+        if self.cfg.enable_auto_commit {
+            if let Err(e) = self.commit_positions(subs, Some(revoked)).await {
+                warn!("committing revoked partitions failed: {e}");
+            }
+        }
+        self.invoke(subs, Callback::Revoked, revoked).await;
+        subs.remove(revoked);
     }
 
     /// Before a JoinGroup (Kafka's `onJoinPrepare`): commit (auto-commit), then give up
@@ -423,7 +537,12 @@ impl ConsumerCoordinator {
                     self.invoke(subs, kind, &owned).await;
                     subs.remove(&owned);
                 }
-                group::leave_group(&shared, reason).await;
+                if self.consumer_protocol() {
+                    membership::leave_group(&shared, reason).await;
+                    self.reconciled = false;
+                } else {
+                    group::leave_group(&shared, reason).await;
+                }
                 self.topics_snapshot.clear();
             }
             Mode::Manual => {
@@ -452,11 +571,18 @@ impl ConsumerCoordinator {
             r.abort();
         }
         let member = self.shared.lock().member_id.clone();
-        if !member.is_empty() && self.cfg.group_instance_id.is_none() {
+        let consumer_protocol = self.consumer_protocol();
+        // A static member of the consumer protocol says it leaves for now (epoch -2).
+        if !member.is_empty() && (consumer_protocol || self.cfg.group_instance_id.is_none()) {
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                 let shared = self.shared.clone();
                 rt.spawn(async move {
-                    group::leave_group(&shared, "the consumer was dropped without close()").await;
+                    let reason = "the consumer was dropped without close()";
+                    if consumer_protocol {
+                        membership::leave_group(&shared, reason).await;
+                    } else {
+                        group::leave_group(&shared, reason).await;
+                    }
                 });
             }
         }

@@ -37,7 +37,7 @@ use super::assignor::{
     assignor_for, decode_assignment, decode_subscription, encode_assignment, encode_subscription,
     group_by_topic, CooperativeStickyAssignor, MemberSubscription,
 };
-use super::config::{AssignmentStrategy, ConsumerConfig};
+use super::config::{AssignmentStrategy, ConsumerConfig, GroupProtocol};
 use super::record::OffsetAndMetadata;
 use super::Event;
 use crate::cluster::Cluster;
@@ -65,7 +65,7 @@ pub(crate) const PROTOCOL_TYPE: &str = "consumer";
 /// Kafka error codes the group protocol reacts to.
 pub(crate) use weir_kafka::error::codes;
 
-fn sb(s: impl Into<String>) -> StrBytes {
+pub(crate) fn sb(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
 
@@ -95,6 +95,23 @@ pub(crate) struct MemberState {
     pub last_poll: Instant,
     /// An error the member cannot get past by rejoining (e.g. FENCED_INSTANCE_ID).
     pub fatal: Option<ClientError>,
+    /// Under the consumer protocol (KIP-848): what the heartbeat and `poll` exchange.
+    pub beat: BeatState,
+}
+
+/// What the KIP-848 heartbeat task (`membership`) and the consumer's coordinator exchange.
+/// The member epoch is `MemberState::generation`.
+#[derive(Debug, Default)]
+pub(crate) struct BeatState {
+    /// The topics subscribed, as `poll` last saw them.
+    pub subscription: BTreeSet<String>,
+    /// The partitions the consumer holds, as its last reconciliation left them.
+    pub owned: BTreeSet<TopicPartition>,
+    /// The coordinator's latest assignment, not yet reconciled by `poll`.
+    pub target: Option<BTreeSet<TopicPartition>>,
+    /// Why the member lost its place in the group: `poll` gives its partitions up as lost,
+    /// clears this, and the heartbeat joins again at epoch 0.
+    pub fenced: Option<String>,
 }
 
 /// Connections to the group's coordinator.
@@ -195,6 +212,9 @@ pub(crate) struct GroupShared {
     /// the coordinator in the order they were made: a retried older commit can never land
     /// after a newer one and move the group's offset backwards. Tokio's mutex is FIFO.
     commit_order: tokio::sync::Mutex<()>,
+    /// Wakes the KIP-848 heartbeat before its interval (a reconciliation to acknowledge, a
+    /// new subscription, a fence cleared).
+    pub beat_now: tokio::sync::Notify,
 }
 
 impl GroupShared {
@@ -228,7 +248,9 @@ impl GroupShared {
                 rejoin: None,
                 last_poll: Instant::now(),
                 fatal: None,
+                beat: BeatState::default(),
             }),
+            beat_now: tokio::sync::Notify::new(),
             cfg,
             cluster,
             events,
@@ -259,8 +281,13 @@ impl GroupShared {
     }
 
     /// Kafka's `resetStateAndGeneration`: out of the generation (so owned partitions count
-    /// as lost), and out of the group too if the member id is no longer valid.
+    /// as lost), and out of the group too if the member id is no longer valid. Under the
+    /// consumer protocol, the member is fenced instead (it keeps its member id).
     pub fn reset_generation(&self, reason: &str, reset_member_id: bool) {
+        if self.cfg.group_protocol == GroupProtocol::Consumer {
+            self.fence(reason);
+            return;
+        }
         let mut s = self.lock();
         info!(group = %self.group_id, member = %s.member_id, generation = s.generation,
             "resetting the generation: {reason}");
@@ -290,13 +317,30 @@ impl GroupShared {
         }
     }
 
-    fn set_fatal(&self, e: ClientError) {
+    /// KIP-848: the member lost its epoch (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, a poll
+    /// timeout). Its partitions are lost; the heartbeat waits until `poll` has given them
+    /// up, then joins again at epoch 0 under the same member id.
+    pub fn fence(&self, reason: &str) {
+        let mut s = self.lock();
+        if s.beat.fenced.is_none() {
+            info!(group = %self.group_id, member = %s.member_id, epoch = s.generation,
+                "fenced from the group: {reason}");
+            s.beat.fenced = Some(reason.to_string());
+        }
+        s.generation = -1;
+        s.phase = Phase::Unjoined;
+        s.beat.target = None;
+        drop(s);
+        let _ = self.events.send(Event::Wake);
+    }
+
+    pub(crate) fn set_fatal(&self, e: ClientError) {
         self.lock().fatal = Some(e);
         let _ = self.events.send(Event::Wake);
     }
 }
 
-fn error_name(code: i16) -> String {
+pub(crate) fn error_name(code: i16) -> String {
     ClientError::kafka(code, None).to_string()
 }
 
@@ -310,7 +354,8 @@ fn group_error(code: i16, api: &str, cfg: &ConsumerConfig, group: &str) -> Clien
         ),
         codes::INCONSISTENT_GROUP_PROTOCOL => format!(
             "the members of group '{group}' share no partition.assignment.strategy (this one \
-             offers {}), or the group is used by another kind of client",
+             offers {}), or the group is used by consumers of group.protocol=consumer or by \
+             another kind of client",
             cfg.assignment_strategies
                 .iter()
                 .map(|s| s.name())
@@ -938,14 +983,32 @@ pub(crate) async fn commit_offsets(
         .collect();
     let group = shared.group_id.as_str();
     let mut last_error: ClientError;
+    let mut who = who.clone();
     loop {
-        match commit_once(shared, who, &pending).await {
+        match commit_once(shared, &who, &pending).await {
             Ok(errors) => {
                 let mut retriable = None;
+                let mut stale = false;
                 for (tp, code) in errors {
                     match code {
                         codes::NONE => {
                             pending.remove(&tp);
+                        }
+                        codes::STALE_MEMBER_EPOCH if matches!(retry, CommitRetry::Until(_)) => {
+                            // KIP-848: a heartbeat has moved the member to a newer epoch than
+                            // the commit carried; the next attempt carries the member's latest.
+                            retriable = Some(code);
+                            stale = true;
+                        }
+                        codes::STALE_MEMBER_EPOCH => {
+                            return Err(ClientError::kafka(
+                                code,
+                                Some(format!(
+                                    "offset commit to group '{group}' failed: it carried member \
+                                     epoch {}, older than the member's; commit again",
+                                    who.generation
+                                )),
+                            ))
                         }
                         codes::COORDINATOR_LOAD_IN_PROGRESS
                         | codes::REQUEST_TIMED_OUT
@@ -955,7 +1018,9 @@ pub(crate) async fn commit_offsets(
                             shared.link.mark_unknown().await;
                             retriable = Some(code);
                         }
-                        codes::UNKNOWN_MEMBER_ID | codes::ILLEGAL_GENERATION => {
+                        codes::UNKNOWN_MEMBER_ID
+                        | codes::ILLEGAL_GENERATION
+                        | codes::FENCED_MEMBER_EPOCH => {
                             shared.reset_if_unchanged(
                                 who.generation,
                                 &who.member_id,
@@ -966,7 +1031,8 @@ pub(crate) async fn commit_offsets(
                                 code,
                                 Some(format!(
                                     "offset commit to group '{group}' failed: this consumer is no \
-                                     longer in generation {} of the group (it was removed, e.g. \
+                                     longer in generation (member epoch) {} of the group (it was \
+                                     removed, e.g. \
                                      for not calling poll() within max.poll.interval.ms); its \
                                      partitions may have moved, poll() to rejoin",
                                     who.generation
@@ -998,6 +1064,12 @@ pub(crate) async fn commit_offsets(
                 }
                 if pending.is_empty() {
                     return Ok(());
+                }
+                if stale {
+                    let (epoch, member_id) = shared.identity();
+                    if member_id == who.member_id && epoch > who.generation {
+                        who.generation = epoch;
+                    }
                 }
                 last_error =
                     ClientError::kafka(retriable.unwrap_or(codes::REQUEST_TIMED_OUT), None);

@@ -1,12 +1,14 @@
 //! The consumer, as Kafka's Java client builds it: `subscribe` to topics and let the group
-//! (classic protocol) assign partitions, or `assign` partitions by hand; `poll` hands out
-//! records in offset order per partition while fetches for the next ones are already in
-//! flight; positions come from the group's committed offsets or `auto.offset.reset`;
-//! offsets are committed by hand or every `auto.commit.interval.ms`.
+//! assign partitions (the classic protocol, or KIP-848's with `group.protocol=consumer`),
+//! or `assign` partitions by hand; `poll` hands out records in offset order per partition
+//! while fetches for the next ones are already in flight; positions come from the group's
+//! committed offsets or `auto.offset.reset`; offsets are committed by hand or every
+//! `auto.commit.interval.ms`.
 //!
 //! Structure: the [`Consumer`] is the public API and owns the state; the work behind the
 //! API lives beside it, and is lent the subscription state to do it: the group's side
-//! (`coordinator`: joining, rebalancing with the listener's callbacks, commits), fetching
+//! (`coordinator`: joining, rebalancing with the listener's callbacks, commits; it talks
+//! through `group` for the classic protocol and `membership` for KIP-848's), fetching
 //! (`fetcher`), and where each partition starts (`positions`). Background tasks (one fetch
 //! per broker, position lookups, metadata refreshes, rebalance rounds, heartbeats,
 //! auto-commits) do the I/O and report through one channel that `poll` drains. No task
@@ -25,6 +27,7 @@ mod decode;
 mod fetcher;
 mod group;
 pub mod listener;
+mod membership;
 mod offsets;
 mod positions;
 pub mod record;
@@ -55,7 +58,8 @@ pub use assignor::{
     RoundRobinAssignor,
 };
 pub use config::{
-    AssignmentStrategy, AutoOffsetReset, ConsumerConfig, IsolationLevel, RebalanceProtocol,
+    AssignmentStrategy, AutoOffsetReset, ConsumerConfig, GroupProtocol, IsolationLevel,
+    RebalanceProtocol,
 };
 pub use listener::{RebalanceContext, RebalanceListener};
 pub use record::{ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TimestampType};
