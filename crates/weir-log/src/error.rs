@@ -57,6 +57,12 @@ pub enum LogError {
     /// have, and only once.
     #[error("sequence ahead: {0}")]
     SequenceAhead(String),
+    /// A producer that has a transaction open on this partition wrote outside it.
+    #[error("invalid transaction state: {0}")]
+    InvalidTxnState(String),
+    /// A transaction marker from a coordinator older than the one that wrote the last.
+    #[error("transaction coordinator fenced: {0}")]
+    TransactionCoordinatorFenced(String),
     /// The log knows nothing of this producer id and the batch does not start a sequence.
     #[error("unknown producer id: {0}")]
     UnknownProducerId(String),
@@ -92,6 +98,8 @@ impl LogError {
             LogError::OutOfOrderSequence(_) => ErrorCode::OutOfOrderSequenceNumber,
             LogError::SequenceAhead(_) => ErrorCode::NotEnoughReplicas,
             LogError::InvalidProducerEpoch(_) => ErrorCode::InvalidProducerEpoch,
+            LogError::InvalidTxnState(_) => ErrorCode::InvalidTxnState,
+            LogError::TransactionCoordinatorFenced(_) => ErrorCode::TransactionCoordinatorFenced,
             LogError::Offline(_) | LogError::Io(_) => ErrorCode::KafkaStorageError,
             LogError::NotLeader(_) => ErrorCode::NotLeaderOrFollower,
             LogError::UnknownProducerId(_) => ErrorCode::UnknownProducerId,

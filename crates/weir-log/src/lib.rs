@@ -6,6 +6,7 @@
 //! Weir's data and Weir can read a Kafka broker's.
 //!
 //! - [`LogSegment`]: one `.log` file and its indexes.
+//! - [`txn_index`]: the aborted-transaction index (`.txnindex`) of a segment.
 //! - [`PartitionLog`]: a partition's segments: append (with Kafka's produce validation),
 //!   read, lookups, truncation, retention, flushing, and crash recovery on load.
 //! - [`LogManager`]: the data directories, checkpoints, the lock and the clean-shutdown
@@ -30,6 +31,7 @@ pub mod manager;
 pub mod metrics;
 pub mod producer_state;
 pub mod segment;
+pub mod txn_index;
 pub mod validator;
 
 pub use config::{CleanupPolicy, ConfigError, LogConfig, TopicCompression};

@@ -4,15 +4,24 @@
 //! in sequence numbers is refused. The state is saved in `<offset>.snapshot` files (Kafka's
 //! format) at each roll and at shutdown, and rebuilt after a crash from the latest snapshot
 //! plus the batches after it. It reads no log files itself; the partition log feeds it.
+//!
+//! It also follows the producers' transactions on this partition (Kafka's `ongoingTxns`
+//! and `unreplicatedTxns`): a transactional batch opens one at its first offset, the
+//! producer's COMMIT or ABORT marker closes it, and until that marker is below the high
+//! watermark the transaction still holds the last stable offset back. An ABORT marker
+//! gives the entry the segment's `.txnindex` keeps (`CompletedTxn::aborted`).
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use weir_record::{ControlRecordType, EndTransactionMarker};
+
 use crate::checkpoint::write_atomically;
 use crate::error::{LogError, Result};
 use crate::segment::{file_name, parse_base_offset, ProducerFields};
+use crate::txn_index::AbortedTxn;
 use crate::validator::ProducerBatchInfo;
 
 pub const SNAPSHOT_SUFFIX: &str = ".snapshot";
@@ -113,6 +122,31 @@ pub enum SequenceCheck {
     },
 }
 
+/// A transaction that a marker closed on this partition (Kafka's `CompletedTxn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompletedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    /// The marker's offset.
+    pub last_offset: i64,
+    pub is_aborted: bool,
+    /// The last stable offset as the marker closed it: the first offset of the oldest
+    /// transaction of another producer still open, or the marker's offset + 1.
+    pub last_stable_offset: i64,
+}
+
+impl CompletedTxn {
+    /// The `.txnindex` entry of an aborted transaction.
+    pub fn aborted(&self) -> Option<AbortedTxn> {
+        self.is_aborted.then_some(AbortedTxn {
+            producer_id: self.producer_id,
+            first_offset: self.first_offset,
+            last_offset: self.last_offset,
+            last_stable_offset: self.last_stable_offset,
+        })
+    }
+}
+
 /// All producers of one partition, and the snapshot files that hold them.
 #[derive(Debug)]
 pub struct ProducerStateManager {
@@ -121,6 +155,11 @@ pub struct ProducerStateManager {
     /// The offset up to which the state reflects the log.
     map_end_offset: i64,
     snapshots: BTreeSet<i64>,
+    /// Open transactions: first offset -> producer id.
+    ongoing: BTreeMap<i64, i64>,
+    /// Closed transactions whose marker is not yet below the high watermark: first offset
+    /// -> the marker's offset.
+    unreplicated: BTreeMap<i64, i64>,
 }
 
 impl ProducerStateManager {
@@ -145,6 +184,8 @@ impl ProducerStateManager {
             producers: HashMap::new(),
             map_end_offset: log_start_offset,
             snapshots,
+            ongoing: BTreeMap::new(),
+            unreplicated: BTreeMap::new(),
         };
         for stale in mgr
             .snapshots
@@ -159,6 +200,12 @@ impl ProducerStateManager {
                 Ok(entries) => {
                     mgr.producers = entries.into_iter().map(|e| (e.producer_id, e)).collect();
                     mgr.map_end_offset = latest.max(log_start_offset);
+                    for e in mgr.producers.values() {
+                        if e.current_txn_first_offset >= 0 {
+                            mgr.ongoing
+                                .insert(e.current_txn_first_offset, e.producer_id);
+                        }
+                    }
                     break;
                 }
                 Err(e) => {
@@ -208,6 +255,13 @@ impl ProducerStateManager {
                 batch.producer_id, batch.producer_epoch, entry.producer_epoch
             )));
         }
+        if !batch.transactional && entry.current_txn_first_offset >= 0 {
+            return Err(LogError::InvalidTxnState(format!(
+                "producer {} has a transaction open on this partition since offset {} and \
+                 sent a batch outside it",
+                batch.producer_id, entry.current_txn_first_offset
+            )));
+        }
         if batch.producer_epoch > entry.producer_epoch {
             if batch.first_sequence != 0 && entry.producer_epoch >= 0 {
                 return Err(LogError::OutOfOrderSequence(format!(
@@ -246,12 +300,115 @@ impl ProducerStateManager {
         }
     }
 
+    /// Kafka's checks for a COMMIT or ABORT marker: not from an older producer epoch, nor
+    /// from an older coordinator than the last marker's.
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: &EndTransactionMarker,
+    ) -> Result<()> {
+        let Some(entry) = self.producers.get(&producer_id) else {
+            return Ok(());
+        };
+        if producer_epoch < entry.producer_epoch {
+            return Err(LogError::InvalidProducerEpoch(format!(
+                "a {} marker of producer {producer_id} at epoch {producer_epoch}; the partition \
+                 has seen epoch {}",
+                marker.kind.name(),
+                entry.producer_epoch
+            )));
+        }
+        if marker.coordinator_epoch < entry.coordinator_epoch {
+            return Err(LogError::TransactionCoordinatorFenced(format!(
+                "a {} marker of producer {producer_id} from coordinator epoch {}; the last came \
+                 from epoch {}",
+                marker.kind.name(),
+                marker.coordinator_epoch,
+                entry.coordinator_epoch
+            )));
+        }
+        Ok(())
+    }
+
+    /// Records an appended COMMIT or ABORT marker at `offset`: the producer's open
+    /// transaction on this partition, if it has one, is closed and returned. Control
+    /// records of other kinds are not markers and change nothing.
+    pub fn complete_txn(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: &EndTransactionMarker,
+        offset: i64,
+        timestamp: i64,
+    ) -> Option<CompletedTxn> {
+        self.map_end_offset = self.map_end_offset.max(offset + 1);
+        if !matches!(
+            marker.kind,
+            ControlRecordType::Abort | ControlRecordType::Commit
+        ) {
+            return None;
+        }
+        let entry = self
+            .producers
+            .entry(producer_id)
+            .or_insert_with(|| ProducerStateEntry::new(producer_id, producer_epoch));
+        if producer_epoch > entry.producer_epoch {
+            // A marker may carry a newer epoch (a fenced transaction's abort, KIP-890).
+            entry.producer_epoch = producer_epoch;
+            entry.batches.clear();
+        }
+        entry.coordinator_epoch = marker.coordinator_epoch;
+        entry.last_timestamp = entry.last_timestamp.max(timestamp);
+        let first_offset = std::mem::replace(&mut entry.current_txn_first_offset, -1);
+        if first_offset < 0 {
+            return None;
+        }
+        let removed = self.ongoing.remove(&first_offset);
+        debug_assert_eq!(removed, Some(producer_id), "the open transaction's owner");
+        let last_stable_offset = self.ongoing.keys().next().copied().unwrap_or(offset + 1);
+        self.unreplicated.insert(first_offset, offset);
+        Some(CompletedTxn {
+            producer_id,
+            first_offset,
+            last_offset: offset,
+            is_aborted: marker.kind == ControlRecordType::Abort,
+            last_stable_offset,
+        })
+    }
+
+    /// The first offset of the oldest transaction that is open, or closed by a marker not
+    /// yet below the high watermark: the last stable offset cannot pass it.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        let ongoing = self.ongoing.keys().next().copied();
+        let unreplicated = self.unreplicated.keys().next().copied();
+        match (ongoing, unreplicated) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The high watermark moved to `hw`: closed transactions whose marker is below it no
+    /// longer hold the last stable offset back.
+    pub fn on_high_watermark(&mut self, hw: i64) {
+        self.unreplicated.retain(|_, marker| *marker >= hw);
+    }
+
+    /// The open transactions, by first offset (producer id for each).
+    pub fn ongoing_txns(&self) -> &BTreeMap<i64, i64> {
+        &self.ongoing
+    }
+
     /// Records an appended batch.
     pub fn update(&mut self, batch: &ProducerBatchInfo) {
         let entry = self
             .producers
             .entry(batch.producer_id)
             .or_insert_with(|| ProducerStateEntry::new(batch.producer_id, batch.producer_epoch));
+        if batch.transactional && !batch.control && entry.current_txn_first_offset < 0 {
+            entry.current_txn_first_offset = batch.first_offset;
+            self.ongoing.insert(batch.first_offset, batch.producer_id);
+        }
         entry.add_batch(
             batch.producer_epoch,
             BatchMetadata {
@@ -298,7 +455,8 @@ impl ProducerStateManager {
         let mut entries: Vec<&ProducerStateEntry> = self
             .producers
             .values()
-            .filter(|e| !e.batches.is_empty())
+            // A producer known only by a marker keeps its coordinator epoch.
+            .filter(|e| !e.batches.is_empty() || e.coordinator_epoch >= 0)
             .collect();
         entries.sort_by_key(|e| e.producer_id);
         body.extend_from_slice(&(entries.len() as i32).to_be_bytes());
@@ -354,6 +512,8 @@ impl ProducerStateManager {
             self.delete_snapshot(s)?;
         }
         self.producers.clear();
+        self.ongoing.clear();
+        self.unreplicated.clear();
         self.map_end_offset = offset;
         Ok(())
     }
@@ -417,6 +577,84 @@ mod tests {
             transactional: false,
             control: false,
         }
+    }
+
+    fn marker(kind: ControlRecordType, coordinator_epoch: i32) -> EndTransactionMarker {
+        EndTransactionMarker {
+            kind,
+            coordinator_epoch,
+        }
+    }
+
+    #[test]
+    fn transactions_open_close_and_hold_the_stable_offset_back() {
+        use ControlRecordType::{Abort, Commit};
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = ProducerStateManager::load(dir.path(), 0, 0).unwrap();
+        let tx = |pid, seq, first, n| ProducerBatchInfo {
+            transactional: true,
+            ..batch(pid, 0, seq, n, first)
+        };
+        m.update(&tx(1, 0, 0, 5)); // 0..=4
+        m.update(&tx(2, 0, 5, 3)); // 5..=7
+        m.update(&tx(1, 5, 8, 2)); // 8..=9, the same transaction
+        assert_eq!(m.ongoing_txns(), &BTreeMap::from([(0, 1), (5, 2)]));
+        assert_eq!(m.first_unstable_offset(), Some(0));
+        assert!(matches!(
+            m.check(&batch(1, 0, 7, 1, 10)),
+            Err(LogError::InvalidTxnState(_))
+        ));
+
+        // pid 1 aborts at 10 while pid 2's transaction from 5 is open.
+        let done = m.complete_txn(1, 0, &marker(Abort, 3), 10, 2000).unwrap();
+        assert_eq!(
+            done,
+            CompletedTxn {
+                producer_id: 1,
+                first_offset: 0,
+                last_offset: 10,
+                is_aborted: true,
+                last_stable_offset: 5,
+            }
+        );
+        assert_eq!(done.aborted().unwrap().last_stable_offset, 5);
+        // Until the marker is replicated, the aborted transaction still holds the LSO.
+        assert_eq!(m.first_unstable_offset(), Some(0));
+        m.on_high_watermark(11);
+        assert_eq!(m.first_unstable_offset(), Some(5));
+        // A marker for a producer with nothing open closes nothing.
+        assert_eq!(m.complete_txn(1, 0, &marker(Commit, 3), 11, 2001), None);
+        // An older coordinator is fenced; an older producer epoch is refused.
+        assert!(matches!(
+            m.check_marker(1, 0, &marker(Commit, 2)),
+            Err(LogError::TransactionCoordinatorFenced(_))
+        ));
+        m.update(&batch(1, 1, 0, 1, 12));
+        assert!(matches!(
+            m.check_marker(1, 0, &marker(Commit, 3)),
+            Err(LogError::InvalidProducerEpoch(_))
+        ));
+        assert!(m.check_marker(1, 1, &marker(Commit, 3)).is_ok());
+
+        // pid 2 commits: nothing for the aborted index, and the log is stable once replicated.
+        let done = m.complete_txn(2, 0, &marker(Commit, 3), 13, 2002).unwrap();
+        assert_eq!((done.is_aborted, done.last_stable_offset), (false, 14));
+        assert_eq!(done.aborted(), None);
+        assert_eq!(m.first_unstable_offset(), Some(5));
+        m.on_high_watermark(14);
+        assert_eq!(m.first_unstable_offset(), None);
+
+        // An open transaction and a coordinator epoch survive a snapshot.
+        m.update(&tx(3, 0, 14, 2));
+        m.take_snapshot(16).unwrap();
+        let loaded = ProducerStateManager::load(dir.path(), 0, 16).unwrap();
+        assert_eq!(loaded.ongoing_txns(), &BTreeMap::from([(14, 3)]));
+        assert_eq!(loaded.first_unstable_offset(), Some(14));
+        assert_eq!(loaded.producers()[&2].coordinator_epoch, 3);
+        assert!(matches!(
+            loaded.check_marker(2, 0, &marker(Abort, 1)),
+            Err(LogError::TransactionCoordinatorFenced(_))
+        ));
     }
 
     #[test]
