@@ -529,7 +529,12 @@ fn filter_entry(
 ) -> io::Result<Option<Kept>> {
     let (_, last) = entry_offsets(entry);
     if is_control(entry) {
-        // Weir writes no transaction markers; any control batch found is kept as it is.
+        // Markers are kept whole: no pass removes them yet. Kafka's cleaner also never
+        // cleans past the last stable offset, leaves out aborted transactions when it
+        // builds the key map, and drops a marker once no batch of its transaction is
+        // left. None of that is done here yet: it must be before the transaction
+        // coordinator writes markers (issue 14), or a compacted topic could keep an
+        // aborted value over a committed one.
         return Ok(Some(Kept::Whole));
     }
     let records = entry

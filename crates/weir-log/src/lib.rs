@@ -2,8 +2,9 @@
 //!
 //! Kafka's partition log on disk, file for file: a data directory holds one directory per
 //! partition (`<topic>-<partition>`) of segments — `<base offset>.log` with its sparse
-//! `.index` and `.timeindex` — plus Kafka's checkpoint files, so Kafka's tools can read
-//! Weir's data and Weir can read a Kafka broker's.
+//! `.index` and `.timeindex`, and the `.txnindex` of aborted transactions — plus Kafka's
+//! checkpoint files, so Kafka's tools can read Weir's data and Weir can read a Kafka
+//! broker's.
 //!
 //! - [`LogSegment`]: one `.log` file and its indexes.
 //! - [`txn_index`]: the aborted-transaction index (`.txnindex`) of a segment.

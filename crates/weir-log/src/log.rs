@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use weir_kafka::TopicPartition;
-use weir_record::LogEntry;
+use weir_record::{EndTransactionMarker, LogEntry};
 
 use crate::checkpoint;
 use crate::config::LogConfig;
@@ -28,6 +28,7 @@ use crate::segment::{
     file_name, parse_base_offset, walk_headers, FileSlice, LogSegment, RollParams, CLEANED_SUFFIX,
     DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
 };
+use crate::txn_index::{AbortedTxn, TxnSearch, TXN_INDEX_SUFFIX};
 use crate::validator::{AppendOrigin, ProducedRecords, ProducerBatchInfo, ValidatedBatch};
 
 pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
@@ -128,10 +129,16 @@ pub struct FollowerAppend {
 /// one, truncation and retention keep or make one, and compaction replaces segments below it.
 const HAS_A_SEGMENT: &str = "a partition log always holds a segment";
 
-/// The three files of the segment at `base`, with a temporary suffix (or "").
-pub(crate) fn segment_paths(dir: &Path, base: i64, suffix: &str) -> [PathBuf; 3] {
-    [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX]
-        .map(|s| dir.join(file_name(base, &format!("{s}{suffix}"))))
+/// The files of the segment at `base`, with a temporary suffix (or ""); the `.txnindex`
+/// may not exist.
+pub(crate) fn segment_paths(dir: &Path, base: i64, suffix: &str) -> [PathBuf; 4] {
+    [
+        LOG_SUFFIX,
+        INDEX_SUFFIX,
+        TIME_INDEX_SUFFIX,
+        TXN_INDEX_SUFFIX,
+    ]
+    .map(|s| dir.join(file_name(base, &format!("{s}{suffix}"))))
 }
 
 fn remove_if_exists(p: &Path) -> io::Result<()> {
@@ -279,7 +286,10 @@ impl PartitionLog {
         let bases = list_log_bases(dir)?;
         for entry in fs::read_dir(dir)? {
             let name = entry?.file_name().to_string_lossy().into_owned();
-            if name.ends_with(INDEX_SUFFIX) || name.ends_with(TIME_INDEX_SUFFIX) {
+            if name.ends_with(INDEX_SUFFIX)
+                || name.ends_with(TIME_INDEX_SUFFIX)
+                || name.ends_with(TXN_INDEX_SUFFIX)
+            {
                 if let Some(b) = parse_base_offset(&name) {
                     if !bases.contains(&b) {
                         remove_if_exists(&dir.join(&name))?;
@@ -290,7 +300,7 @@ impl PartitionLog {
         let mut segments = BTreeMap::new();
         let last_base = bases.last().copied();
         for &base in &bases {
-            let [_, idx, tidx] = segment_paths(dir, base, "");
+            let [_, idx, tidx, _] = segment_paths(dir, base, "");
             if !idx.exists() || !tidx.exists() {
                 rebuild_indexes.insert(base);
             }
@@ -317,6 +327,7 @@ impl PartitionLog {
                 .map_or(i64::MIN, |(b, _)| *b)
         };
         let mut recovered_next_offset = None;
+        let mut first_recovered: Option<i64> = None;
         let mut delete_after: Option<i64> = None;
         for (&base, seg) in segments.iter_mut() {
             if delete_after.is_some() {
@@ -335,6 +346,7 @@ impl PartitionLog {
                     }
                 }
             })?;
+            first_recovered.get_or_insert(base);
             report.recovered_segments += 1;
             report.truncated_bytes += result.truncated_bytes;
             recovered_next_offset = Some(result.next_offset);
@@ -405,8 +417,12 @@ impl PartitionLog {
         epochs.truncate_from_end(log_end_offset);
         epochs.truncate_from_start(log_start_offset);
         epochs.flush()?;
-        let mut producers = ProducerStateManager::load(dir, log_start_offset, log_end_offset)?;
-        rebuild_producer_state(&segments, &mut producers, log_end_offset)?;
+        // Recovery emptied the `.txnindex` of every segment it went over: the producer state
+        // is replayed from a snapshot before the first of them (later snapshots go), so
+        // that the replay finds every transaction those segments' ABORT markers close.
+        let replay_from = first_recovered.map_or(log_end_offset, |b| b.min(log_end_offset));
+        let mut producers = ProducerStateManager::load(dir, log_start_offset, replay_from)?;
+        rebuild_producer_state(&mut segments, &mut producers, log_end_offset)?;
         // Whatever the checkpoints said, the clamps above put the offsets in order; the high
         // watermark starts at the log end offset.
         assert!(
@@ -605,6 +621,9 @@ impl PartitionLog {
             self.producers.update(p);
         }
         self.producers.advance_to(self.log_end_offset);
+        if !self.replicated {
+            self.producers.on_high_watermark(self.high_watermark);
+        }
         if self.epochs.assign(leader_epoch, first_offset) {
             self.epochs.flush()?;
         }
@@ -706,7 +725,115 @@ impl PartitionLog {
             return false;
         }
         self.high_watermark = to;
+        self.producers.on_high_watermark(to);
         true
+    }
+
+    /// The last stable offset (Kafka's): the high watermark, held back to the first
+    /// offset of the oldest transaction still open or whose marker is not yet below it.
+    /// read_committed fetches stop here.
+    pub fn last_stable_offset(&self) -> i64 {
+        let lso = self
+            .producers
+            .first_unstable_offset(self.high_watermark)
+            .map_or(self.high_watermark, |first| first.min(self.high_watermark))
+            .max(self.log_start_offset);
+        debug_assert!(lso <= self.high_watermark.max(self.log_start_offset));
+        lso
+    }
+
+    /// The aborted transactions that overlap `[fetch_offset, upper_bound)`, for a
+    /// read_committed fetch (Kafka's `collectAbortedTransactions`): from the segment holding
+    /// `fetch_offset` on, until an entry's last stable offset passes the bound.
+    pub fn collect_aborted_transactions(
+        &self,
+        fetch_offset: i64,
+        upper_bound: i64,
+    ) -> Vec<AbortedTxn> {
+        let from = self
+            .segments
+            .range(..=fetch_offset)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        let mut out = TxnSearch::default();
+        for (&base, seg) in self.segments.range(from..) {
+            if base >= upper_bound {
+                break;
+            }
+            seg.collect_aborted_txns(fetch_offset, upper_bound, &mut out);
+            if out.complete {
+                break;
+            }
+        }
+        out.aborted
+    }
+
+    /// Appends a transaction's COMMIT or ABORT marker as the partition's leader (the
+    /// transaction coordinator's WriteTxnMarkers): a control batch of one record, at the
+    /// next offset and `leader_epoch`. The producer's open transaction on this partition
+    /// closes; an aborted one goes to the active segment's `.txnindex`. Refused from an
+    /// older producer epoch or an older coordinator than the last marker's.
+    pub fn append_end_txn_marker(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTransactionMarker,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo> {
+        self.producers
+            .check_marker(producer_id, producer_epoch, &marker)?;
+        let offset = self.log_end_offset;
+        let mut b = weir_record::BatchBuilder::new(weir_record::Compression::None, offset, 128)
+            .producer(producer_id, producer_epoch, -1)
+            .transactional(true)
+            .control(true)
+            .partition_leader_epoch(leader_epoch);
+        b.append_end_txn_marker(now_ms, marker)
+            .map_err(|e| LogError::CorruptRecord(e.to_string()))?;
+        let bytes = b
+            .build()
+            .map_err(|e| LogError::CorruptRecord(e.to_string()))?
+            .bytes;
+        let size = bytes.len();
+        self.maybe_roll(size as u64, now_ms, offset, offset, now_ms)?;
+        self.active().append(offset, now_ms, offset, &bytes)?;
+        self.log_end_offset = offset + 1;
+        if !self.replicated {
+            self.high_watermark = self.log_end_offset;
+        }
+        if let Some(done) =
+            self.producers
+                .complete_txn(producer_id, producer_epoch, &marker, offset, now_ms)
+        {
+            if let Some(txn) = done.aborted() {
+                self.active().append_aborted_txn(txn)?;
+            }
+        }
+        if !self.replicated {
+            self.producers.on_high_watermark(self.high_watermark);
+        }
+        if self.epochs.assign(leader_epoch, offset) {
+            self.epochs.flush()?;
+        }
+        self.unflushed_messages += 1;
+        if self.unflushed_messages >= self.config.flush_messages {
+            self.flush(now_ms)?;
+        }
+        debug_assert!(self.offsets_in_order(), "{}", self.offsets_for_message());
+        Ok(LogAppendInfo {
+            first_offset: offset,
+            last_offset: offset,
+            max_timestamp: now_ms,
+            offset_of_max_timestamp: offset,
+            log_append_time: -1,
+            log_start_offset: self.log_start_offset,
+            record_count: 1,
+            valid_bytes: size,
+            rebuilt: false,
+            producer: None,
+            duplicate: false,
+        })
     }
 
     /// Appends the leader's batches as a follower: they keep their offsets, their leader
@@ -745,6 +872,11 @@ impl PartitionLog {
             }
             epochs.push((b.partition_leader_epoch(), b.base_offset()));
             if b.has_producer_id() {
+                let marker = if b.is_control() {
+                    end_txn_marker(b.as_bytes())
+                } else {
+                    None
+                };
                 producers.push((
                     b.base_offset(),
                     b.max_timestamp(),
@@ -756,6 +888,7 @@ impl PartitionLog {
                         transactional: b.is_transactional(),
                         control: b.is_control(),
                     },
+                    marker,
                 ));
             }
             batches += 1;
@@ -778,8 +911,12 @@ impl PartitionLog {
         if epochs_changed {
             self.epochs.flush()?;
         }
-        for (base, ts, p) in &producers {
-            self.producers.replay(*base, *ts, p);
+        for (base, ts, p, marker) in &producers {
+            if let Some(done) = self.producers.replay(*base, *ts, p, marker.as_ref()) {
+                if let Some(txn) = done.aborted() {
+                    self.active().append_aborted_txn(txn)?;
+                }
+            }
         }
         self.producers.advance_to(self.log_end_offset);
         self.unflushed_messages += count;
@@ -1099,7 +1236,7 @@ impl PartitionLog {
         // Every offset was lowered to the new end at most, so their order holds.
         assert!(self.offsets_in_order(), "{}", self.offsets_for_message());
         self.producers = ProducerStateManager::load(&self.dir, self.log_start_offset, offset)?;
-        rebuild_producer_state(&self.segments, &mut self.producers, offset)?;
+        rebuild_producer_state(&mut self.segments, &mut self.producers, offset)?;
         Ok(())
     }
 
@@ -1354,6 +1491,17 @@ impl PartitionLog {
             "{}: a cleaned segment takes the place of the first one it replaces",
             self.tp
         );
+        // The aborted transactions of the replaced segments stay known: a read_committed
+        // consumer still drops what is left of them. (Kafka's cleaner drops an aborted
+        // transaction's records and then its entry; this one keeps both.)
+        for base in old {
+            if let Some(seg) = self.segments.get(base) {
+                for txn in seg.txn_index().entries().to_vec() {
+                    new.append_aborted_txn(txn)?;
+                }
+            }
+        }
+        new.flush_indexes()?;
         // Each step's renames reach the disk before the next begins, so that a power loss
         // leaves one of the states recovery knows (as a process crash would), not a mix.
         new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)?;
@@ -1382,9 +1530,11 @@ impl PartitionLog {
 }
 
 /// Replays the producer fields of every batch from the state's end offset to the log end
-/// (batch headers only), after a load or a truncation.
+/// (batch headers only, and the record of each transaction marker), after a load or a
+/// truncation. Each aborted transaction a marker closes goes to its segment's
+/// `.txnindex`, unless the index has it already.
 fn rebuild_producer_state(
-    segments: &BTreeMap<i64, LogSegment>,
+    segments: &mut BTreeMap<i64, LogSegment>,
     producers: &mut ProducerStateManager,
     log_end_offset: i64,
 ) -> Result<()> {
@@ -1396,19 +1546,67 @@ fn rebuild_producer_state(
         .range(..=from)
         .next_back()
         .map_or(i64::MIN, |(b, _)| *b);
-    for (_, seg) in segments.range(first..) {
+    for (_, seg) in segments.range_mut(first..) {
         let start = seg.offset_index().lookup(from).position as u64;
-        walk_headers(&*seg.log_file()?, start, seg.size(), |h| {
-            if h.last_offset >= from {
-                if let Some(p) = &h.producer {
-                    producers.replay(h.offset_field, h.max_timestamp, p);
+        let file = seg.log_file()?;
+        let mut aborted = Vec::new();
+        let mut failed = None;
+        walk_headers(&file, start, seg.size(), |h| {
+            if h.last_offset < from {
+                return std::ops::ControlFlow::Continue(());
+            }
+            let Some(p) = &h.producer else {
+                return std::ops::ControlFlow::Continue(());
+            };
+            let marker = if p.control {
+                match read_end_txn_marker(&file, &h) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        failed = Some(e);
+                        return std::ops::ControlFlow::Break(());
+                    }
                 }
+            } else {
+                None
+            };
+            if let Some(done) =
+                producers.replay(h.offset_field, h.max_timestamp, p, marker.as_ref())
+            {
+                aborted.extend(done.aborted());
             }
             std::ops::ControlFlow::Continue(())
         })?;
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        for txn in aborted {
+            seg.append_aborted_txn(txn)?;
+        }
     }
     producers.advance_to(log_end_offset);
     Ok(())
+}
+
+/// The COMMIT or ABORT marker of the control batch whose header is `h` (None for control
+/// records of other kinds, which close no transaction).
+fn read_end_txn_marker(
+    file: &fs::File,
+    h: &crate::segment::EntryHeader,
+) -> io::Result<Option<EndTransactionMarker>> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; h.size as usize];
+    file.read_exact_at(&mut buf, h.position)?;
+    Ok(end_txn_marker(&buf))
+}
+
+/// The COMMIT or ABORT marker a control batch's (first and only) record holds.
+fn end_txn_marker(batch: &[u8]) -> Option<EndTransactionMarker> {
+    let b = weir_record::RecordBatch::parse(batch).ok()?;
+    let records = b
+        .records(weir_kafka::limits::MAX_DECOMPRESSED_BATCH_BYTES)
+        .ok()?;
+    let r = records.iter().next()?.ok()?;
+    EndTransactionMarker::parse(r.key, r.value).ok()
 }
 
 /// Removes the directory of a partition whose creation failed. Its own descriptors are

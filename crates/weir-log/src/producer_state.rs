@@ -378,10 +378,14 @@ impl ProducerStateManager {
     }
 
     /// The first offset of the oldest transaction that is open, or closed by a marker not
-    /// yet below the high watermark: the last stable offset cannot pass it.
-    pub fn first_unstable_offset(&self) -> Option<i64> {
+    /// yet below the high watermark `hw`: the last stable offset cannot pass it.
+    pub fn first_unstable_offset(&self, hw: i64) -> Option<i64> {
         let ongoing = self.ongoing.keys().next().copied();
-        let unreplicated = self.unreplicated.keys().next().copied();
+        let unreplicated = self
+            .unreplicated
+            .iter()
+            .find(|(_, marker)| **marker >= hw)
+            .map(|(first, _)| *first);
         match (ongoing, unreplicated) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -389,7 +393,7 @@ impl ProducerStateManager {
     }
 
     /// The high watermark moved to `hw`: closed transactions whose marker is below it no
-    /// longer hold the last stable offset back.
+    /// longer hold the last stable offset back, and are forgotten.
     pub fn on_high_watermark(&mut self, hw: i64) {
         self.unreplicated.retain(|_, marker| *marker >= hw);
     }
@@ -421,10 +425,26 @@ impl ProducerStateManager {
         self.map_end_offset = self.map_end_offset.max(batch.last_offset + 1);
     }
 
-    /// Replays a batch found in the log (recovery), without checks.
-    pub fn replay(&mut self, base_offset: i64, max_timestamp: i64, p: &ProducerFields) {
+    /// Replays a batch found in the log (recovery, or a follower's copy of the leader's),
+    /// without checks; `marker` is a control batch's COMMIT or ABORT marker. Returns the
+    /// transaction a marker closed.
+    pub fn replay(
+        &mut self,
+        base_offset: i64,
+        max_timestamp: i64,
+        p: &ProducerFields,
+        marker: Option<&EndTransactionMarker>,
+    ) -> Option<CompletedTxn> {
         if p.control {
-            return; // transaction markers carry no sequence
+            // Transaction markers carry no sequence.
+            let m = marker?;
+            return self.complete_txn(
+                p.producer_id,
+                p.producer_epoch,
+                m,
+                base_offset,
+                max_timestamp,
+            );
         }
         let last_seq = if p.base_sequence < 0 {
             p.base_sequence
@@ -442,6 +462,7 @@ impl ProducerStateManager {
             transactional: p.transactional,
             control: p.control,
         });
+        None
     }
 
     /// Notes that the log now reaches `offset` (batches without producers move it too).
@@ -599,7 +620,7 @@ mod tests {
         m.update(&tx(2, 0, 5, 3)); // 5..=7
         m.update(&tx(1, 5, 8, 2)); // 8..=9, the same transaction
         assert_eq!(m.ongoing_txns(), &BTreeMap::from([(0, 1), (5, 2)]));
-        assert_eq!(m.first_unstable_offset(), Some(0));
+        assert_eq!(m.first_unstable_offset(10), Some(0));
         assert!(matches!(
             m.check(&batch(1, 0, 7, 1, 10)),
             Err(LogError::InvalidTxnState(_))
@@ -618,10 +639,10 @@ mod tests {
             }
         );
         assert_eq!(done.aborted().unwrap().last_stable_offset, 5);
-        // Until the marker is replicated, the aborted transaction still holds the LSO.
-        assert_eq!(m.first_unstable_offset(), Some(0));
+        // Until the marker is below the high watermark, the transaction holds the LSO.
+        assert_eq!(m.first_unstable_offset(10), Some(0));
         m.on_high_watermark(11);
-        assert_eq!(m.first_unstable_offset(), Some(5));
+        assert_eq!(m.first_unstable_offset(11), Some(5));
         // A marker for a producer with nothing open closes nothing.
         assert_eq!(m.complete_txn(1, 0, &marker(Commit, 3), 11, 2001), None);
         // An older coordinator is fenced; an older producer epoch is refused.
@@ -640,16 +661,16 @@ mod tests {
         let done = m.complete_txn(2, 0, &marker(Commit, 3), 13, 2002).unwrap();
         assert_eq!((done.is_aborted, done.last_stable_offset), (false, 14));
         assert_eq!(done.aborted(), None);
-        assert_eq!(m.first_unstable_offset(), Some(5));
+        assert_eq!(m.first_unstable_offset(11), Some(5));
         m.on_high_watermark(14);
-        assert_eq!(m.first_unstable_offset(), None);
+        assert_eq!(m.first_unstable_offset(14), None);
 
         // An open transaction and a coordinator epoch survive a snapshot.
         m.update(&tx(3, 0, 14, 2));
         m.take_snapshot(16).unwrap();
         let loaded = ProducerStateManager::load(dir.path(), 0, 16).unwrap();
         assert_eq!(loaded.ongoing_txns(), &BTreeMap::from([(14, 3)]));
-        assert_eq!(loaded.first_unstable_offset(), Some(14));
+        assert_eq!(loaded.first_unstable_offset(16), Some(14));
         assert_eq!(loaded.producers()[&2].coordinator_epoch, 3);
         assert!(matches!(
             loaded.check_marker(2, 0, &marker(Abort, 1)),

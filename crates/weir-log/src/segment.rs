@@ -1,5 +1,6 @@
 //! One segment of a partition log (Kafka's `LogSegment`): the `.log` file of whole
-//! batches starting at `base_offset`, and its sparse `.index` and `.timeindex`. It appends
+//! batches starting at `base_offset`, its sparse `.index` and `.timeindex`, and its
+//! aborted-transaction index `.txnindex` (only once it has an entry). It appends
 //! batches it is given (already validated and offset-assigned), finds where an offset or a
 //! timestamp lives, hands out file slices for fetches, and recovers itself after a crash
 //! by re-reading and re-indexing every batch. It does not decide when to roll, delete or
@@ -18,6 +19,7 @@ use weir_record::{LogEntry, LOG_OVERHEAD};
 use crate::config::LogConfig;
 use crate::file_cache::{CachedFile, SegmentFileCache, SharedFile};
 use crate::index::{OffsetIndex, TimeIndex, TimestampOffset};
+use crate::txn_index::{AbortedTxn, TransactionIndex, TxnSearch, TXN_INDEX_SUFFIX};
 
 pub const LOG_SUFFIX: &str = ".log";
 pub const INDEX_SUFFIX: &str = ".index";
@@ -411,6 +413,9 @@ pub struct LogSegment {
     log: SegmentFile,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
+    txn_index: TransactionIndex,
+    /// Why the `.txnindex` found on disk could not be read (the segment is then recovered).
+    txn_index_unreadable: Option<String>,
     index_interval_bytes: u32,
     max_index_size: u32,
     bytes_since_last_index_entry: u64,
@@ -452,6 +457,20 @@ impl LogSegment {
             config.segment_index_bytes,
             active,
         )?;
+        let txn_path = dir.join(file_name(
+            base_offset,
+            &format!("{TXN_INDEX_SUFFIX}{suffix}"),
+        ));
+        let (txn_index, txn_index_unreadable) = match TransactionIndex::open(&txn_path, base_offset)
+        {
+            Ok(t) => (t, None),
+            // Rebuilt from the log by recovery, as a damaged offset index is.
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => (
+                TransactionIndex::empty(&txn_path, base_offset),
+                Some(e.to_string()),
+            ),
+            Err(e) => return Err(e),
+        };
         let jitter_bound = config.segment_jitter_bound_ms();
         let roll_jitter_ms = if jitter_bound > 0 {
             fastrand::i64(0..jitter_bound)
@@ -468,6 +487,8 @@ impl LogSegment {
             log,
             offset_index,
             time_index,
+            txn_index,
+            txn_index_unreadable,
             index_interval_bytes: config.index_interval_bytes,
             max_index_size: config.segment_index_bytes,
             bytes_since_last_index_entry: 0,
@@ -519,6 +540,29 @@ impl LogSegment {
     pub fn time_index(&self) -> &TimeIndex {
         &self.time_index
     }
+    pub fn txn_index(&self) -> &TransactionIndex {
+        &self.txn_index
+    }
+
+    /// Records a transaction an ABORT marker in this segment closed, unless the index has
+    /// it already (a replay after a load goes over markers it may hold).
+    pub fn append_aborted_txn(&mut self, txn: AbortedTxn) -> io::Result<()> {
+        if self
+            .txn_index
+            .entries()
+            .last()
+            .is_some_and(|last| last.last_offset >= txn.last_offset)
+        {
+            return Ok(());
+        }
+        self.txn_index.append(txn)
+    }
+
+    /// Adds the aborted transactions that overlap `[fetch_offset, upper_bound)`.
+    pub fn collect_aborted_txns(&self, fetch_offset: i64, upper_bound: i64, out: &mut TxnSearch) {
+        self.txn_index
+            .collect_aborted(fetch_offset, upper_bound, out);
+    }
     pub fn index_size_in_bytes(&self) -> u64 {
         (self.offset_index.size_in_bytes() + self.time_index.size_in_bytes()) as u64
     }
@@ -530,6 +574,18 @@ impl LogSegment {
     pub fn sanity_check(&self) -> Result<(), crate::index::CorruptIndex> {
         self.offset_index.sanity_check()?;
         self.time_index.sanity_check()?;
+        if let Some(reason) = &self.txn_index_unreadable {
+            return Err(crate::index::CorruptIndex {
+                path: self.txn_index.path().display().to_string(),
+                reason: reason.clone(),
+            });
+        }
+        if let Err(reason) = self.txn_index.sanity_check() {
+            return Err(crate::index::CorruptIndex {
+                path: self.txn_index.path().display().to_string(),
+                reason,
+            });
+        }
         let n = self.offset_index.entries();
         if n > 0 {
             let last = self.offset_index.entry(n - 1);
@@ -745,14 +801,17 @@ impl LogSegment {
 
     /// Rebuilds the indexes from the `.log` file, checking every entry (header, size, CRC,
     /// offsets that increase and fit the segment), and cuts the file at the first entry
-    /// that fails. `on_entry` sees each valid entry (for the leader-epoch cache and
-    /// producer state).
+    /// that fails. `on_entry` sees each valid entry (for the leader-epoch cache). The
+    /// `.txnindex` is emptied: its entries come back from the producer-state replay that
+    /// follows recovery, which alone knows where each aborted transaction began.
     pub fn recover(
         &mut self,
         mut on_entry: impl FnMut(&LogEntry<'_>),
     ) -> io::Result<RecoveryResult> {
         self.offset_index.reset()?;
         self.time_index.reset()?;
+        self.txn_index.reset()?;
+        self.txn_index_unreadable = None;
         self.offset_index.resize(self.max_index_size)?;
         self.time_index.resize(self.max_index_size)?;
         let mut valid_bytes: u64 = 0;
@@ -845,6 +904,8 @@ impl LogSegment {
         let removed = self.log.size - h.position;
         self.offset_index.truncate_to(offset);
         self.time_index.truncate_to(offset);
+        // The batch holding `offset` goes whole: so do the markers from its start on.
+        self.txn_index.truncate_to(h.offset_field)?;
         self.log.truncate_to(h.position)?;
         // The max timestamp must be found again from what remains.
         let mut max_ts = self.time_index.last_entry();
@@ -914,10 +975,11 @@ impl LogSegment {
         self.log.handle.sync()
     }
 
-    /// Durably writes the offset and time indexes.
+    /// Durably writes the offset, time and transaction indexes.
     pub fn flush_indexes(&self) -> io::Result<()> {
         self.offset_index.flush()?;
-        self.time_index.flush()
+        self.time_index.flush()?;
+        self.txn_index.flush()
     }
 
     /// The first record at or after `starting_offset` whose timestamp is ≥ `timestamp`.
@@ -959,7 +1021,7 @@ impl LogSegment {
         Ok(found)
     }
 
-    /// Renames the three files from `old_suffix` to `new_suffix` (e.g. "" to ".deleted").
+    /// Renames the files from `old_suffix` to `new_suffix` (e.g. "" to ".deleted").
     pub fn change_suffix(&mut self, old_suffix: &str, new_suffix: &str) -> io::Result<()> {
         let rename = |p: &Path| -> PathBuf {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
@@ -972,15 +1034,18 @@ impl LogSegment {
         let to = rename(self.offset_index.path());
         self.offset_index.rename(&to)?;
         let to = rename(self.time_index.path());
-        self.time_index.rename(&to)
+        self.time_index.rename(&to)?;
+        let to = rename(self.txn_index.path());
+        self.txn_index.rename_to(&to)
     }
 
-    /// The paths of the segment's files.
-    pub fn paths(&self) -> [PathBuf; 3] {
+    /// The paths of the segment's files (the `.txnindex` may not exist).
+    pub fn paths(&self) -> [PathBuf; 4] {
         [
             self.log.path.clone(),
             self.offset_index.path().to_path_buf(),
             self.time_index.path().to_path_buf(),
+            self.txn_index.path().to_path_buf(),
         ]
     }
 

@@ -85,11 +85,7 @@ impl TransactionIndex {
     /// torn last entry (a crash while appending) is cut off; an entry that is not a valid
     /// version-0 entry is an error, and the caller rebuilds the index from the log.
     pub fn open(path: &Path, base_offset: i64) -> io::Result<Self> {
-        let mut index = TransactionIndex {
-            path: path.to_path_buf(),
-            base_offset,
-            entries: Vec::new(),
-        };
+        let mut index = TransactionIndex::empty(path, base_offset);
         let data = match fs::read(path) {
             Ok(d) => d,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(index),
@@ -112,6 +108,16 @@ impl TransactionIndex {
                 .set_len(whole as u64)?;
         }
         Ok(index)
+    }
+
+    /// An index with no entries at `path`, whatever the file holds (it is about to be
+    /// rebuilt: `reset` removes the file).
+    pub fn empty(path: &Path, base_offset: i64) -> Self {
+        TransactionIndex {
+            path: path.to_path_buf(),
+            base_offset,
+            entries: Vec::new(),
+        }
     }
 
     pub fn path(&self) -> &Path {

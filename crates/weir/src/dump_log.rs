@@ -1,4 +1,5 @@
-//! `weir dump-log`: Weir's kafka-dump-log. Reads `.log`, `.index` and `.timeindex` files
+//! `weir dump-log`: Weir's kafka-dump-log. Reads `.log`, `.index`, `.timeindex` and
+//! `.txnindex` files
 //! (Kafka's or Weir's) and prints one JSON object per batch, record or index entry. It
 //! reads a segment as a stream of entries, so a damaged file is shown up to the damage:
 //! a bad CRC is reported and reading goes on; a torn tail or a nonsensical length ends the
@@ -28,7 +29,7 @@ pub struct Args {
     #[arg(long, default_value_t = MAX_DECOMPRESSED_BATCH_BYTES)]
     max_decompressed_bytes: usize,
     /// Segment files (`.log`), offset indexes (`.index`), time indexes (`.timeindex`),
-    /// offset and leader-epoch checkpoints, producer `.snapshot`s, `partition.metadata`,
+    /// aborted-transaction indexes (`.txnindex`), offset and leader-epoch checkpoints, producer `.snapshot`s, `partition.metadata`,
     /// `meta.properties`; a
     /// file with any other name is read as log entries.
     #[arg(required = true)]
@@ -120,7 +121,11 @@ fn file_kind(path: &Path) -> (&'static str, &str) {
     for suffix in [".deleted", ".cleaned", ".swap"] {
         name = name.strip_suffix(suffix).unwrap_or(name);
     }
-    for (ext, kind) in [(".index", "index"), (".timeindex", "timeindex")] {
+    for (ext, kind) in [
+        (".index", "index"),
+        (".timeindex", "timeindex"),
+        (".txnindex", "txnindex"),
+    ] {
         if let Some(stem) = name.strip_suffix(ext) {
             return (kind, stem);
         }
@@ -176,6 +181,7 @@ fn dump_file<W: Write>(path: &Path, args: &Args, out: &mut Printer<W>) -> io::Re
             let id = checkpoint::read_partition_metadata(path).map_err(invalid)?;
             out.emit(json!({"kind": "partition_metadata", "topic_id": id.map(checkpoint::uuid_to_base64)}))
         }
+        "txnindex" => dump_txn_index(path, out),
         "properties" => {
             for (k, v) in checkpoint::read_properties(path)? {
                 out.emit(json!({"kind": "property", "key": k, "value": v}))?;
@@ -228,6 +234,41 @@ fn dump_index<W: Write>(
             "position": bytes.len() - trailing,
             "bytes": trailing,
             "error": format!("file length is not a multiple of the {entry_size}-byte entry size"),
+        }))?;
+    }
+    Ok(())
+}
+
+/// Kafka's aborted-transaction index: 34-byte entries, appended in marker order.
+fn dump_txn_index<W: Write>(path: &Path, out: &mut Printer<W>) -> io::Result<()> {
+    use weir_log::txn_index::{AbortedTxn, ENTRY_SIZE};
+    let bytes = std::fs::read(path)?;
+    let chunks = bytes.chunks_exact(ENTRY_SIZE);
+    let trailing = chunks.remainder().len();
+    for (i, e) in chunks.enumerate() {
+        let entry: &[u8; ENTRY_SIZE] = e.try_into().expect("chunks of ENTRY_SIZE");
+        match AbortedTxn::decode(entry) {
+            Ok(t) => out.emit(json!({
+                "kind": "aborted_txn",
+                "producer_id": t.producer_id,
+                "first_offset": t.first_offset,
+                "last_offset": t.last_offset,
+                "last_stable_offset": t.last_stable_offset,
+            }))?,
+            Err(err) => out.emit(json!({
+                "kind": "corrupt",
+                "position": i * ENTRY_SIZE,
+                "bytes": ENTRY_SIZE,
+                "error": err.to_string(),
+            }))?,
+        }
+    }
+    if trailing != 0 {
+        out.emit(json!({
+            "kind": "corrupt",
+            "position": bytes.len() - trailing,
+            "bytes": trailing,
+            "error": format!("file length is not a multiple of the {ENTRY_SIZE}-byte entry size"),
         }))?;
     }
     Ok(())

@@ -225,6 +225,34 @@ fn index_files_show_absolute_offsets_and_skip_the_preallocated_tail() {
 }
 
 #[test]
+fn a_txnindex_shows_each_aborted_transaction_and_a_torn_tail() {
+    let dir = temp_dir("txnindex");
+    // Kafka's layout, written by hand: i16 version 0, then producer id, first offset,
+    // last offset (the ABORT marker) and last stable offset, i64 each, big-endian.
+    let mut bytes = Vec::new();
+    for (pid, first, last, lso) in [(7i64, 1000i64, 1010i64, 1005i64), (9, 1005, 1020, 1021)] {
+        bytes.extend_from_slice(&0i16.to_be_bytes());
+        for v in [pid, first, last, lso] {
+            bytes.extend_from_slice(&v.to_be_bytes());
+        }
+    }
+    bytes.extend_from_slice(&[0, 0, 1, 2, 3]);
+    let path = dir.join("00000000000000001000.txnindex");
+    std::fs::write(&path, &bytes).unwrap();
+    let (lines, ok) = dump(&[], &path);
+    assert!(ok);
+    assert_eq!(
+        lines,
+        vec![
+            json!({"kind": "aborted_txn", "producer_id": 7, "first_offset": 1000, "last_offset": 1010, "last_stable_offset": 1005}),
+            json!({"kind": "aborted_txn", "producer_id": 9, "first_offset": 1005, "last_offset": 1020, "last_stable_offset": 1021}),
+            json!({"kind": "corrupt", "position": 68, "bytes": 5, "error": "file length is not a multiple of the 34-byte entry size"}),
+        ]
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn an_unreadable_file_fails_with_a_message() {
     let out = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args(["dump-log", "/nonexistent/00000000000000000000.log"])
