@@ -563,6 +563,104 @@ async fn consumer_protocol_member_that_stops_polling_loses_its_partitions_and_re
     b.stop().await;
 }
 
+/// A transactional batch of `values` from producer `pid` (sequence from `seq`).
+fn txn_batch(pid: i64, seq: i32, values: &[&str]) -> Vec<u8> {
+    let mut b = weir_record::BatchBuilder::new(weir_record::Compression::None, 0, usize::MAX)
+        .producer(pid, 0, seq)
+        .transactional(true);
+    for v in values {
+        b.append(1_700_000_000_000, None, Some(v.as_bytes()), &[])
+            .unwrap();
+    }
+    b.build().unwrap().bytes
+}
+
+async fn values_read(c: &mut Consumer, tp: &TopicPartition, until: i64) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut out = Vec::new();
+    while c.position(tp).await.unwrap() < until {
+        assert!(
+            Instant::now() < deadline,
+            "position {} of {until}",
+            c.position(tp).await.unwrap()
+        );
+        for r in c.poll(Duration::from_millis(100)).await.unwrap() {
+            out.push(String::from_utf8(r.value.unwrap().to_vec()).unwrap());
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_committed_drops_aborted_transactions_and_stops_at_the_stable_offset() {
+    use weir_record::{ControlRecordType, EndTransactionMarker};
+    let mut b = common::broker(&[("num.partitions", "1")]).await;
+    produce(&b.bootstrap, "rc", 0, 1).await; // offset 0: "v0"
+    let tp = tp("rc", 0);
+    {
+        // What a transaction coordinator's markers leave in the log: producer 100 writes
+        // 1..=3, producer 200 writes 4..=5, 100 aborts (6), 200 commits (7), and 300's
+        // transaction at 8 stays open.
+        let broker = &b.running.as_ref().unwrap().broker;
+        let p = broker.partition("rc", 0).unwrap();
+        let mut log = p.log.lock().unwrap();
+        let now = weir_log::now_ms();
+        let epoch = weir_broker::partition::SINGLE_NODE_LEADER_EPOCH;
+        let client = weir_log::AppendOrigin::Client;
+        for bytes in [
+            txn_batch(100, 0, &["a-0", "a-1", "a-2"]),
+            txn_batch(200, 0, &["b-0", "b-1"]),
+        ] {
+            log.append_as_leader(bytes, epoch, now, client).unwrap();
+        }
+        for (pid, kind) in [
+            (100, ControlRecordType::Abort),
+            (200, ControlRecordType::Commit),
+        ] {
+            let marker = EndTransactionMarker {
+                kind,
+                coordinator_epoch: 0,
+            };
+            log.append_end_txn_marker(pid, 0, marker, epoch, now)
+                .unwrap();
+        }
+        log.append_as_leader(txn_batch(300, 0, &["c-0"]), epoch, now, client)
+            .unwrap();
+        assert_eq!((log.last_stable_offset(), log.high_watermark()), (8, 9));
+        drop(log);
+        p.appended.notify_waiters();
+    }
+    let committed = [("isolation.level", "read_committed")];
+    let mut c = consumer(&b.bootstrap, &committed);
+    c.assign([tp.clone()]).unwrap();
+    c.seek_to_beginning(&[]).unwrap();
+    // Up to the last stable offset: the committed records, not the aborted ones, and
+    // nothing of the open transaction.
+    assert_eq!(values_read(&mut c, &tp, 8).await, ["v0", "b-0", "b-1"]);
+    assert!(c.poll(Duration::from_millis(300)).await.unwrap().is_empty());
+    assert_eq!(c.position(&tp).await.unwrap(), 8);
+    assert_eq!(
+        c.end_offsets(std::slice::from_ref(&tp)).await.unwrap()[&tp],
+        8
+    );
+    c.close().await.unwrap();
+
+    // read_uncommitted shows that the aborted records did reach the log.
+    let mut c = consumer(&b.bootstrap, &[]);
+    c.assign([tp.clone()]).unwrap();
+    c.seek_to_beginning(&[]).unwrap();
+    assert_eq!(
+        values_read(&mut c, &tp, 9).await,
+        ["v0", "a-0", "a-1", "a-2", "b-0", "b-1", "c-0"]
+    );
+    assert_eq!(
+        c.end_offsets(std::slice::from_ref(&tp)).await.unwrap()[&tp],
+        9
+    );
+    c.close().await.unwrap();
+    b.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_resume_and_auto_commit_on_close() {
     let mut b = common::broker(&[("num.partitions", "1")]).await;

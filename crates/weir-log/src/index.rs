@@ -417,6 +417,23 @@ impl OffsetIndex {
     }
 
     /// The last entry at or below `target`, or (base offset, 0).
+    /// The offset of the first entry at or after `position` (Kafka's
+    /// `fetchUpperBoundOffset`): no batch of a fetch that ends before `position` reaches it.
+    /// `None` when no entry is that far into the segment.
+    pub fn fetch_upper_bound_offset(&self, position: u64) -> Option<i64> {
+        let n = self.entries();
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if (self.entry(mid).position as u64) < position {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        (lo < n).then(|| self.entry(lo).offset)
+    }
+
     pub fn lookup(&self, target: i64) -> OffsetPosition {
         let base = self.base_offset;
         match self.inner.largest_lower_bound(target, |e| {

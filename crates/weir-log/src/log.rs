@@ -81,6 +81,8 @@ pub struct LogAppendInfo {
 #[derive(Debug, Clone)]
 pub struct FetchData {
     pub slice: Option<FileSlice>,
+    /// The base offset of the segment the slice is from.
+    pub segment_base: i64,
     pub high_watermark: i64,
     pub log_start_offset: i64,
     pub log_end_offset: i64,
@@ -768,6 +770,30 @@ impl PartitionLog {
         out.aborted
     }
 
+    /// The aborted transactions a read_committed consumer needs with `data`, read from
+    /// `fetch_offset` (Kafka's `addAbortedTransactions`): those that overlap the fetched
+    /// bytes, bounded by the first indexed offset past them (or the next segment, or the
+    /// log end).
+    pub fn aborted_transactions_in(&self, fetch_offset: i64, data: &FetchData) -> Vec<AbortedTxn> {
+        let Some(slice) = data.slice.as_ref().filter(|s| s.len > 0) else {
+            return Vec::new();
+        };
+        let Some(seg) = self.segments.get(&data.segment_base) else {
+            return Vec::new();
+        };
+        let upper = seg
+            .offset_index()
+            .fetch_upper_bound_offset(slice.position + slice.len as u64)
+            .or_else(|| {
+                self.segments
+                    .range(data.segment_base + 1..)
+                    .next()
+                    .map(|(b, _)| *b)
+            })
+            .unwrap_or(self.log_end_offset);
+        self.collect_aborted_transactions(fetch_offset, upper)
+    }
+
     /// Appends a transaction's COMMIT or ABORT marker as the partition's leader (the
     /// transaction coordinator's WriteTxnMarkers): a control batch of one record, at the
     /// next offset and `leader_epoch`. The producer's open transaction on this partition
@@ -1110,6 +1136,7 @@ impl PartitionLog {
         debug_assert!(self.offsets_in_order(), "{}", self.offsets_for_message());
         let mut data = FetchData {
             slice: None,
+            segment_base: -1,
             high_watermark: self.high_watermark,
             log_start_offset: self.log_start_offset,
             log_end_offset: self.log_end_offset,
@@ -1139,10 +1166,31 @@ impl PartitionLog {
             };
             if let Some(slice) = seg.read(offset, max_bytes, max_position, min_one_message)? {
                 data.slice = Some(slice);
+                data.segment_base = base;
                 return Ok(data);
             }
         }
         Ok(data)
+    }
+
+    /// ListOffsets for a consumer, as Kafka answers it: only offsets below `fetchable`
+    /// (the high watermark, or the last stable offset for read_committed) are found, and
+    /// -1 (latest) is `fetchable` itself.
+    pub fn offset_for_timestamp_below(
+        &mut self,
+        timestamp: i64,
+        fetchable: i64,
+    ) -> Result<Option<TimestampOffset>> {
+        match timestamp {
+            LATEST_TIMESTAMP => Ok(Some(TimestampOffset {
+                timestamp: -1,
+                offset: fetchable,
+            })),
+            EARLIEST_TIMESTAMP => self.offset_for_timestamp(timestamp),
+            _ => Ok(self
+                .offset_for_timestamp(timestamp)?
+                .filter(|found| found.offset < fetchable)),
+        }
     }
 
     /// ListOffsets: the first offset whose record timestamp is ≥ `timestamp`, with that

@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::future::select_all;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
 use kafka_protocol::ResponseError as E;
 use weir_log::{FileSlice, LogError};
 
@@ -298,20 +300,44 @@ fn read_all(
         }
         let budget = w.max_bytes.min(max_bytes.saturating_sub(total));
         let result = partition.observe(partition.lock_log().and_then(|log| {
-            // Consumers read what the in-sync replicas all have; followers, everything.
+            // Consumers read what the in-sync replicas all have (read_committed: up to the
+            // last stable offset, with the aborted transactions in what they get);
+            // followers, everything.
+            let lso = log.last_stable_offset();
             let upto = if follower {
                 log.log_end_offset()
+            } else if read_committed {
+                lso
             } else {
                 log.high_watermark()
             };
-            log.read(w.fetch_offset, budget, upto, min_one)
+            let data = log.read(w.fetch_offset, budget, upto, min_one)?;
+            let aborted = if read_committed {
+                log.aborted_transactions_in(w.fetch_offset, &data)
+            } else {
+                Vec::new()
+            };
+            Ok((data, lso, aborted))
         }));
         let mut records = None;
         match result {
-            Ok(data) => {
+            Ok((data, lso, aborted)) => {
                 pd.high_watermark = data.high_watermark;
-                pd.last_stable_offset = data.high_watermark;
+                pd.last_stable_offset = lso;
                 pd.log_start_offset = data.log_start_offset;
+                if read_committed {
+                    pd.aborted_transactions = Some(
+                        aborted
+                            .into_iter()
+                            .map(|t| {
+                                let mut a = AbortedTransaction::default();
+                                a.producer_id = ProducerId(t.producer_id);
+                                a.first_offset = t.first_offset;
+                                a
+                            })
+                            .collect(),
+                    );
+                }
                 // The slice's file handle keeps its bytes readable after the log's lock is
                 // released, even if the segment is deleted meanwhile.
                 if let Some(slice) = data.slice.filter(|s| s.len > 0) {

@@ -65,9 +65,20 @@ pub fn list_offsets(
                         .map_err(|m| m.code())?;
                 }
                 let mut log = part.lock_log().map_err(|e| e.kafka_error_code())?;
-                let found = part
-                    .observe(log.offset_for_timestamp(p.timestamp))
-                    .map_err(|e| e.kafka_error_code())?;
+                // As Kafka: a consumer sees only what it may fetch (the high watermark, or
+                // the last stable offset for read_committed); a replica or a debugging
+                // tool, the whole log.
+                let found = if req.replica_id.0 == -1 {
+                    let fetchable = if v >= 2 && req.isolation_level == 1 {
+                        log.last_stable_offset()
+                    } else {
+                        log.high_watermark()
+                    };
+                    log.offset_for_timestamp_below(p.timestamp, fetchable)
+                } else {
+                    log.offset_for_timestamp(p.timestamp)
+                };
+                let found = part.observe(found).map_err(|e| e.kafka_error_code())?;
                 let epoch = found.map(|f| {
                     log.leader_epochs()
                         .entries()
