@@ -2,10 +2,13 @@
 //! A pass builds a key → latest-offset map over the dirty part of a log within a fixed
 //! memory budget, then rewrites groups of segments through `.cleaned` and `.swap` files so
 //! that a crash at any point leaves a log that loads consistently; offsets never change.
-//! Tombstones survive one pass with a delete horizon and go once it has passed. Choosing
-//! which log to clean and running passes on a thread is the manager's job; this module
-//! cleans the log it is given.
+//! Tombstones survive one pass with a delete horizon and go once it has passed.
+//! Transactions as in Kafka's cleaner: a pass never reaches the last stable offset, the
+//! records of aborted transactions neither win a key nor survive, and markers stay.
+//! Choosing which log to clean and running passes on a thread is the manager's job; this
+//! module cleans the log it is given.
 
+use std::collections::HashMap;
 use std::io;
 use std::ops::ControlFlow;
 use std::sync::{Mutex, MutexGuard};
@@ -17,6 +20,7 @@ use crate::error::{LogError, Result};
 use crate::file_cache::{SegmentFileCache, SharedFile};
 use crate::log::PartitionLog;
 use crate::segment::{walk_entries, LogSegment, CLEANED_SUFFIX};
+use crate::txn_index::AbortedTxn;
 
 /// Kafka's default `log.cleaner.dedupe.buffer.size` (128 MiB) and load factor.
 pub const DEFAULT_DEDUPE_BUFFER_SIZE: usize = 128 * 1024 * 1024;
@@ -156,7 +160,12 @@ pub fn cleanability(log: &mut PartitionLog, checkpoint: Option<i64>, now_ms: i64
         _ => start,
     };
     let config = log.config().clone();
-    let mut first_uncleanable = log.active_base().min(log.high_watermark());
+    // Never into the active segment, past what the replicas all have, or into a
+    // transaction whose outcome is not known yet (Kafka's cutoff).
+    let mut first_uncleanable = log
+        .active_base()
+        .min(log.high_watermark())
+        .min(log.last_stable_offset());
     let mut clean_bytes = 0;
     let mut dirty_bytes = 0;
     let mut oldest_dirty_ts: Option<i64> = None;
@@ -254,6 +263,43 @@ fn snapshot(log: &PartitionLog, below: i64) -> Result<Vec<SegmentSnapshot>> {
     Ok(out)
 }
 
+/// The aborted transactions below the pass's bound, by producer: a transactional batch
+/// belongs to one if its producer's transaction spans its offset (from the transaction's
+/// first offset to its ABORT marker).
+#[derive(Debug, Default)]
+struct Aborted(HashMap<i64, Vec<(i64, i64)>>);
+
+impl Aborted {
+    fn new(txns: Vec<AbortedTxn>) -> Self {
+        let mut by_producer: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+        for t in txns {
+            by_producer
+                .entry(t.producer_id)
+                .or_default()
+                .push((t.first_offset, t.last_offset));
+        }
+        for spans in by_producer.values_mut() {
+            spans.sort_unstable();
+        }
+        Aborted(by_producer)
+    }
+
+    fn contains(&self, entry: &LogEntry<'_>) -> bool {
+        let LogEntry::V2(b) = entry else {
+            return false;
+        };
+        if !b.is_transactional() || b.is_control() {
+            return false;
+        }
+        let Some(spans) = self.0.get(&b.producer_id()) else {
+            return false;
+        };
+        let at = b.base_offset();
+        let i = spans.partition_point(|(first, _)| *first <= at);
+        i > 0 && spans[i - 1].1 >= at
+    }
+}
+
 fn lock(log: &Mutex<PartitionLog>) -> Result<MutexGuard<'_, PartitionLog>> {
     log.lock()
         .map_err(|_| LogError::Offline("the log's lock was poisoned by a panic".into()))
@@ -284,14 +330,18 @@ pub fn clean_with_crash(
 ) -> Result<CleanStats> {
     map.clear();
     let mut stats = CleanStats::default();
-    let (segments, config, dir, files) = {
+    let (segments, config, dir, files, aborted) = {
         let log = lock(log)?;
         let active = log.active_base();
+        // The bound comes from `cleanability`, which kept it below the last stable offset;
+        // a transaction opened since cannot reach below it.
+        let bound = first_uncleanable.min(active);
         (
-            snapshot(&log, first_uncleanable.min(active))?,
+            snapshot(&log, bound)?,
             log.config().clone(),
             log.dir().to_path_buf(),
             log.files().clone(),
+            Aborted::new(log.collect_aborted_transactions(log.log_start_offset(), bound)),
         )
     };
     // 1. The offset map over the dirty range, stopping when it is full.
@@ -310,7 +360,8 @@ pub fn clean_with_crash(
             if first >= first_uncleanable {
                 return Ok(ControlFlow::Break(()));
             }
-            if is_control(&entry) {
+            if is_control(&entry) || aborted.contains(&entry) {
+                // An aborted transaction's records do not count as a key's latest.
                 end_offset = last + 1;
                 return Ok(ControlFlow::Continue(()));
             }
@@ -376,7 +427,7 @@ pub fn clean_with_crash(
     }
     for group in groups {
         let cleaned = clean_group(
-            &dir, &files, map, &group, end_offset, now_ms, &config, &mut stats,
+            &dir, &files, map, &aborted, &group, end_offset, now_ms, &config, &mut stats,
         )?;
         let Some(cleaned) = cleaned else {
             // A segment of the group went meanwhile: the pass ends short of its goal.
@@ -427,6 +478,7 @@ fn clean_group(
     dir: &std::path::Path,
     files: &std::sync::Arc<SegmentFileCache>,
     map: &OffsetMap,
+    aborted: &Aborted,
     group: &[&SegmentSnapshot],
     end_offset: i64,
     now_ms: i64,
@@ -460,6 +512,7 @@ fn clean_group(
             if let Some(kept) = filter_entry(
                 &entry,
                 map,
+                aborted.contains(&entry),
                 end_offset,
                 now_ms,
                 config,
@@ -518,9 +571,11 @@ enum Kept {
 }
 
 /// Decides what of one entry survives compaction.
+#[allow(clippy::too_many_arguments)]
 fn filter_entry(
     entry: &LogEntry<'_>,
     map: &OffsetMap,
+    aborted: bool,
     end_offset: i64,
     now_ms: i64,
     config: &crate::config::LogConfig,
@@ -529,13 +584,15 @@ fn filter_entry(
 ) -> io::Result<Option<Kept>> {
     let (_, last) = entry_offsets(entry);
     if is_control(entry) {
-        // Markers are kept whole: no pass removes them yet. Kafka's cleaner also never
-        // cleans past the last stable offset, leaves out aborted transactions when it
-        // builds the key map, and drops a marker once no batch of its transaction is
-        // left. None of that is done here yet: it must be before the transaction
-        // coordinator writes markers (issue 14), or a compacted topic could keep an
-        // aborted value over a committed one.
+        // Markers stay. Kafka's cleaner drops one, after `delete.retention.ms`, once no
+        // batch of its transaction is left; here they cost their 78 bytes for good.
         return Ok(Some(Kept::Whole));
+    }
+    if let (true, LogEntry::V2(b)) = (aborted, entry) {
+        // An aborted transaction's records go whole, whatever their keys.
+        stats.records_read += b.records_count().max(0) as u64;
+        // The last batch of the pass stays, empty, so the log's offsets stay known.
+        return Ok((last + 1 == end_offset).then(|| Kept::Rebuilt(empty_like(b))));
     }
     let records = entry
         .records(MAX_DECOMPRESSED_BATCH_BYTES)

@@ -293,3 +293,100 @@ fn a_crash_at_any_step_of_the_swap_loads_a_consistent_log() {
         }
     }
 }
+
+#[test]
+fn aborted_transactions_never_win_a_key_and_nothing_past_the_stable_offset_is_cleaned() {
+    use weir_record::{BatchBuilder, ControlRecordType, EndTransactionMarker};
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("cmp-0");
+    let mut log = PartitionLog::create(
+        &pdir,
+        TopicPartition::new("cmp", 0),
+        uuid::Uuid::new_v4(),
+        compact_config(),
+        NOW,
+    )
+    .unwrap();
+    let keyed = |pid: Option<i64>, recs: &[(&str, &str)]| -> Vec<u8> {
+        let mut b = BatchBuilder::new(Compression::None, 0, usize::MAX);
+        if let Some(pid) = pid {
+            b = b.producer(pid, 0, 0).transactional(true);
+        }
+        for (k, v) in recs {
+            b.append(NOW, Some(k.as_bytes()), Some(v.as_bytes()), &[])
+                .unwrap();
+        }
+        b.build().unwrap().bytes
+    };
+    let end = |log: &mut PartitionLog, pid: i64, kind: ControlRecordType| {
+        let marker = EndTransactionMarker {
+            kind,
+            coordinator_epoch: 0,
+        };
+        log.append_end_txn_marker(pid, 0, marker, 0, NOW)
+            .unwrap()
+            .first_offset
+    };
+    let append = |log: &mut PartitionLog, bytes: Vec<u8>| {
+        log.append_as_leader(bytes, 0, NOW, AppendOrigin::Client)
+            .unwrap()
+            .first_offset
+    };
+    let filler = "x".repeat(60);
+    append(&mut log, keyed(None, &[("k1", "v1"), ("k2", "v2")])); // 0, 1
+    append(
+        &mut log,
+        keyed(Some(7), &[("k1", "aborted"), ("k3", "aborted-only")]),
+    ); // 2, 3
+    let abort_at = end(&mut log, 7, ControlRecordType::Abort); // 4
+    append(&mut log, keyed(Some(8), &[("k2", "committed")])); // 5
+    let commit_at = end(&mut log, 8, ControlRecordType::Commit); // 6
+    for i in 0..40 {
+        append(&mut log, keyed(None, &[(&format!("f{}", i % 5), &filler)]));
+    }
+    // A transaction still open, and records after it: none of this may be cleaned yet.
+    let open = append(&mut log, keyed(Some(9), &[("k1", "open")]));
+    for i in 0..20 {
+        append(&mut log, keyed(None, &[(&format!("f{}", i % 5), &filler)]));
+    }
+    log.roll(None, NOW).unwrap();
+    assert_eq!(log.last_stable_offset(), open);
+    let before = read_all(&log);
+    let c = cleaner::cleanability(&mut log, None, NOW);
+    assert!(c.first_uncleanable_offset <= open, "{c:?}");
+    let log = Mutex::new(log);
+    let mut map = OffsetMap::new(1 << 20);
+    let cleaned_to = pass(&log, None, NOW, &mut map);
+    assert!(cleaned_to <= open && cleaned_to > commit_at, "{cleaned_to}");
+    let log = log.into_inner().unwrap();
+    let kept = read_all(&log);
+    let values = |key: &str| -> Vec<String> {
+        kept.iter()
+            .filter(|r| r.key.as_deref() == Some(key.as_bytes()))
+            .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
+            .collect()
+    };
+    // The aborted value of k1 did not replace v1; the open transaction's is untouched.
+    assert_eq!(values("k1"), ["v1", "open"]);
+    assert_eq!(values("k2"), ["committed"]);
+    assert!(
+        values("k3").is_empty(),
+        "an aborted transaction's records go"
+    );
+    // The markers stay, and so does the index entry of the aborted transaction.
+    for at in [abort_at, commit_at] {
+        assert!(kept.iter().any(|r| r.offset == at), "marker at {at}");
+    }
+    assert_eq!(
+        log.collect_aborted_transactions(0, log.log_end_offset())
+            .iter()
+            .map(|t| (t.producer_id, t.first_offset, t.last_offset))
+            .collect::<Vec<_>>(),
+        vec![(7, 2, abort_at)]
+    );
+    // From the open transaction on, every record is still there.
+    let tail =
+        |recs: &[Rec]| -> Vec<Rec> { recs.iter().filter(|r| r.offset >= open).cloned().collect() };
+    assert_eq!(tail(&kept), tail(&before));
+    assert!(kept.len() < before.len(), "the pass removed something");
+}
