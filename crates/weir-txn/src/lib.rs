@@ -9,9 +9,13 @@
 //! - [`state`]: `TxnState`, its persisted ids and Kafka's allowed transitions.
 //! - [`records`]: TransactionLogKey/Value (value versions 0 and 1), and the partition of
 //!   `__transaction_state` a transactional id belongs to.
+//! - [`metadata`]: `TxnMetadata`, changed only by transitions prepared, written and then
+//!   applied; and the cache rebuilt from a `__transaction_state` partition.
 
+pub mod metadata;
 pub mod records;
 pub mod state;
 
+pub use metadata::{TxnMetadata, TxnTransit};
 pub use records::{partition_for, TxnLogValue};
 pub use state::TxnState;
