@@ -4,7 +4,8 @@
 //! that a crash at any point leaves a log that loads consistently; offsets never change.
 //! Tombstones survive one pass with a delete horizon and go once it has passed.
 //! Transactions as in Kafka's cleaner: a pass never reaches the last stable offset, the
-//! records of aborted transactions neither win a key nor survive, and markers stay.
+//! records of aborted transactions neither win a key nor survive, and a marker whose
+//! transaction has no batch left gets a delete horizon, then goes once it has passed.
 //! Choosing which log to clean and running passes on a thread is the manager's job; this
 //! module cleans the log it is given.
 
@@ -267,36 +268,88 @@ fn snapshot(log: &PartitionLog, below: i64) -> Result<Vec<SegmentSnapshot>> {
 /// belongs to one if its producer's transaction spans its offset (from the transaction's
 /// first offset to its ABORT marker).
 #[derive(Debug, Default)]
-struct Aborted(HashMap<i64, Vec<(i64, i64)>>);
+struct Aborted(HashMap<i64, Vec<AbortedTxn>>);
 
 impl Aborted {
     fn new(txns: Vec<AbortedTxn>) -> Self {
-        let mut by_producer: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+        let mut by_producer: HashMap<i64, Vec<AbortedTxn>> = HashMap::new();
         for t in txns {
-            by_producer
-                .entry(t.producer_id)
-                .or_default()
-                .push((t.first_offset, t.last_offset));
+            by_producer.entry(t.producer_id).or_default().push(t);
         }
-        for spans in by_producer.values_mut() {
-            spans.sort_unstable();
+        for txns in by_producer.values_mut() {
+            txns.sort_unstable_by_key(|t| t.first_offset);
         }
         Aborted(by_producer)
+    }
+
+    /// The aborted transaction of `producer_id` that spans `offset`.
+    fn spanning(&self, producer_id: i64, offset: i64) -> Option<&AbortedTxn> {
+        let txns = self.0.get(&producer_id)?;
+        let i = txns.partition_point(|t| t.first_offset <= offset);
+        (i > 0 && txns[i - 1].last_offset >= offset).then(|| &txns[i - 1])
     }
 
     fn contains(&self, entry: &LogEntry<'_>) -> bool {
         let LogEntry::V2(b) = entry else {
             return false;
         };
-        if !b.is_transactional() || b.is_control() {
-            return false;
+        b.is_transactional()
+            && !b.is_control()
+            && self.spanning(b.producer_id(), b.base_offset()).is_some()
+    }
+}
+
+/// What a rewriting pass has seen of the transactions it goes through (Kafka's
+/// `CleanedTransactionMetadata`), kept from one group of segments to the next: whether a
+/// batch of a producer's current transaction was still in the log. A marker whose
+/// transaction had none left is no longer needed.
+#[derive(Debug, Default)]
+struct MarkerState {
+    /// Producers whose committed transaction still had a batch.
+    committed_with_batches: std::collections::HashSet<i64>,
+    /// Producers whose aborted transaction still had a batch (dropped by this pass).
+    aborted_with_batches: std::collections::HashSet<i64>,
+}
+
+/// What to do with a COMMIT or ABORT marker.
+enum MarkerFate {
+    /// Its transaction still has batches (or it is no marker): kept as it is. An ABORT
+    /// keeps its `.txnindex` entry.
+    Keep(Option<AbortedTxn>),
+    /// Nothing of its transaction is left: it may go once its delete horizon has passed.
+    Expendable,
+}
+
+impl MarkerState {
+    fn on_data(&mut self, b: &RecordBatch<'_>, aborted: bool) {
+        if b.is_transactional() {
+            if aborted {
+                self.aborted_with_batches.insert(b.producer_id());
+            } else {
+                self.committed_with_batches.insert(b.producer_id());
+            }
         }
-        let Some(spans) = self.0.get(&b.producer_id()) else {
-            return false;
-        };
-        let at = b.base_offset();
-        let i = spans.partition_point(|(first, _)| *first <= at);
-        i > 0 && spans[i - 1].1 >= at
+    }
+
+    fn on_marker(&mut self, b: &RecordBatch<'_>, aborted: &Aborted) -> MarkerFate {
+        let pid = b.producer_id();
+        match end_txn_marker(b).map(|m| m.kind) {
+            Some(weir_record::ControlRecordType::Abort) => {
+                if self.aborted_with_batches.remove(&pid) {
+                    MarkerFate::Keep(aborted.spanning(pid, b.base_offset()).copied())
+                } else {
+                    MarkerFate::Expendable
+                }
+            }
+            Some(weir_record::ControlRecordType::Commit) => {
+                if self.committed_with_batches.remove(&pid) {
+                    MarkerFate::Keep(None)
+                } else {
+                    MarkerFate::Expendable
+                }
+            }
+            _ => MarkerFate::Keep(None),
+        }
     }
 }
 
@@ -425,9 +478,19 @@ pub fn clean_with_crash(
         }
         groups.push(vec![seg]);
     }
+    let mut markers = MarkerState::default();
     for group in groups {
         let cleaned = clean_group(
-            &dir, &files, map, &aborted, &group, end_offset, now_ms, &config, &mut stats,
+            &dir,
+            &files,
+            map,
+            &aborted,
+            &mut markers,
+            &group,
+            end_offset,
+            now_ms,
+            &config,
+            &mut stats,
         )?;
         let Some(cleaned) = cleaned else {
             // A segment of the group went meanwhile: the pass ends short of its goal.
@@ -479,6 +542,7 @@ fn clean_group(
     files: &std::sync::Arc<SegmentFileCache>,
     map: &OffsetMap,
     aborted: &Aborted,
+    markers: &mut MarkerState,
     group: &[&SegmentSnapshot],
     end_offset: i64,
     now_ms: i64,
@@ -506,19 +570,36 @@ fn clean_group(
             remove_cleaned();
             return Ok(None);
         };
+        let mut keep_aborted: Vec<AbortedTxn> = Vec::new();
         walk_entries(&file, 0, seg.size, |_, entry| {
             stats.bytes_read += entry.size_in_bytes() as u64;
             let (_, last) = entry_offsets(&entry);
-            if let Some(kept) = filter_entry(
-                &entry,
-                map,
-                aborted.contains(&entry),
-                end_offset,
-                now_ms,
-                config,
-                retain_legacy_deletes,
-                stats,
-            )? {
+            let is_aborted = aborted.contains(&entry);
+            let kept = match &entry {
+                LogEntry::V2(b) if b.is_control() => {
+                    let fate = markers.on_marker(b, aborted);
+                    if let MarkerFate::Keep(Some(txn)) = &fate {
+                        keep_aborted.push(*txn);
+                    }
+                    filter_marker(b, fate, end_offset, now_ms, config)
+                }
+                _ => {
+                    if let LogEntry::V2(b) = &entry {
+                        markers.on_data(b, is_aborted);
+                    }
+                    filter_entry(
+                        &entry,
+                        map,
+                        is_aborted,
+                        end_offset,
+                        now_ms,
+                        config,
+                        retain_legacy_deletes,
+                        stats,
+                    )?
+                }
+            };
+            if let Some(kept) = kept {
                 let bytes: &[u8] = match &kept {
                     Kept::Whole => entry.as_bytes(),
                     Kept::Rebuilt(b) => b,
@@ -546,6 +627,10 @@ fn clean_group(
         if !out.is_empty() {
             cleaned.append(out_last, out_max_ts.0, out_max_ts.1, &out)?;
             stats.bytes_written += out.len() as u64;
+        }
+        // The ABORT markers kept for their transactions' batches keep their entries.
+        for txn in keep_aborted {
+            cleaned.append_aborted_txn(txn)?;
         }
         stats.segments_cleaned += 1;
     }
@@ -583,11 +668,6 @@ fn filter_entry(
     stats: &mut CleanStats,
 ) -> io::Result<Option<Kept>> {
     let (_, last) = entry_offsets(entry);
-    if is_control(entry) {
-        // Markers stay. Kafka's cleaner drops one, after `delete.retention.ms`, once no
-        // batch of its transaction is left; here they cost their 78 bytes for good.
-        return Ok(Some(Kept::Whole));
-    }
     if let (true, LogEntry::V2(b)) = (aborted, entry) {
         // An aborted transaction's records go whole, whatever their keys.
         stats.records_read += b.records_count().max(0) as u64;
@@ -682,6 +762,59 @@ fn filter_entry(
     Ok(Some(Kept::Rebuilt(
         builder.build().map_err(io::Error::other)?.bytes,
     )))
+}
+
+/// What survives of a control batch: a marker still needed stays; one whose transaction is
+/// gone gets a delete horizon (`delete.retention.ms` from now, so that consumers reading
+/// behind still see it), and goes in a pass after the horizon. The last batch of a pass
+/// stays, so the log's offsets stay known.
+fn filter_marker(
+    b: &RecordBatch<'_>,
+    fate: MarkerFate,
+    end_offset: i64,
+    now_ms: i64,
+    config: &crate::config::LogConfig,
+) -> Option<Kept> {
+    if matches!(fate, MarkerFate::Keep(_)) || b.last_offset() + 1 == end_offset {
+        return Some(Kept::Whole);
+    }
+    match b.delete_horizon_ms() {
+        Some(h) if now_ms >= h => None,
+        Some(_) => Some(Kept::Whole),
+        None => Some(
+            match with_delete_horizon(b, now_ms.saturating_add(config.delete_retention_ms)) {
+                Some(bytes) => Kept::Rebuilt(bytes),
+                // A control batch that is not one marker record is kept as it came.
+                None => Kept::Whole,
+            },
+        ),
+    }
+}
+
+/// The COMMIT or ABORT marker (and its record's timestamp) of a control batch.
+fn end_txn_marker_at(b: &RecordBatch<'_>) -> Option<(weir_record::EndTransactionMarker, i64)> {
+    let records = b.records(MAX_DECOMPRESSED_BATCH_BYTES).ok()?;
+    let r = records.iter().next()?.ok()?;
+    let marker = weir_record::EndTransactionMarker::parse(r.key, r.value).ok()?;
+    Some((marker, r.timestamp))
+}
+
+fn end_txn_marker(b: &RecordBatch<'_>) -> Option<weir_record::EndTransactionMarker> {
+    end_txn_marker_at(b).map(|(m, _)| m)
+}
+
+/// The control batch `b` again, with a delete horizon.
+fn with_delete_horizon(b: &RecordBatch<'_>, horizon_ms: i64) -> Option<Vec<u8>> {
+    let (marker, timestamp) = end_txn_marker_at(b)?;
+    let mut builder = BatchBuilder::new(Compression::None, b.base_offset(), usize::MAX)
+        .producer(b.producer_id(), b.producer_epoch(), b.base_sequence())
+        .transactional(true)
+        .control(true)
+        .partition_leader_epoch(b.partition_leader_epoch())
+        .delete_horizon(horizon_ms);
+    builder.append_end_txn_marker(timestamp, marker).ok()?;
+    builder.override_last_offset(b.last_offset());
+    Some(builder.build().ok()?.bytes)
 }
 
 /// A header-only batch with `b`'s offsets and producer fields (Kafka's `writeEmptyHeader`).

@@ -1539,16 +1539,8 @@ impl PartitionLog {
             "{}: a cleaned segment takes the place of the first one it replaces",
             self.tp
         );
-        // The aborted transactions of the replaced segments stay known: a read_committed
-        // consumer still drops what is left of them. (Kafka's cleaner drops an aborted
-        // transaction's records and then its entry; this one keeps both.)
-        for base in old {
-            if let Some(seg) = self.segments.get(base) {
-                for txn in seg.txn_index().entries().to_vec() {
-                    new.append_aborted_txn(txn)?;
-                }
-            }
-        }
+        // The cleaned segment's `.txnindex` holds the entries of the ABORT markers it kept
+        // for batches that were still there (the cleaner wrote them).
         new.flush_indexes()?;
         // Each step's renames reach the disk before the next begins, so that a power loss
         // leaves one of the states recovery knows (as a process crash would), not a mix.

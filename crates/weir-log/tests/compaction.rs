@@ -389,4 +389,53 @@ fn aborted_transactions_never_win_a_key_and_nothing_past_the_stable_offset_is_cl
         |recs: &[Rec]| -> Vec<Rec> { recs.iter().filter(|r| r.offset >= open).cloned().collect() };
     assert_eq!(tail(&kept), tail(&before));
     assert!(kept.len() < before.len(), "the pass removed something");
+
+    // The next pass finds nothing left of pid 7's transaction: its ABORT marker gets a
+    // delete horizon and loses its index entry; pid 8's COMMIT stays (its record does).
+    let log = Mutex::new(log);
+    pass(&log, None, NOW, &mut map);
+    let log = log.into_inner().unwrap();
+    assert!(log.collect_aborted_transactions(0, open).is_empty());
+    assert!(
+        read_all(&log).iter().any(|r| r.offset == abort_at),
+        "kept until its horizon"
+    );
+    let later = NOW + 60_001;
+    let log = Mutex::new(log);
+    pass(&log, None, later, &mut map);
+    let log = log.into_inner().unwrap();
+    let kept = read_all(&log);
+    assert!(
+        !kept.iter().any(|r| r.offset == abort_at),
+        "gone after its horizon"
+    );
+    assert!(kept.iter().any(|r| r.offset == commit_at));
+    let k1: Vec<&[u8]> = kept
+        .iter()
+        .filter(|r| r.key.as_deref() == Some(&b"k1"[..]))
+        .map(|r| r.value.as_deref().unwrap())
+        .collect();
+    assert_eq!(k1, [&b"v1"[..], &b"open"[..]]);
+    assert_eq!(tail(&kept), tail(&before));
+    // What is left reloads to the same state: no transaction open but pid 9's.
+    let leo = log.log_end_offset();
+    drop(log);
+    let params = LoadParams {
+        recovery_point: Some(0),
+        log_start_offset: None,
+        had_clean_shutdown: false,
+        now_ms: later,
+    };
+    let (log, _) = PartitionLog::open(
+        &pdir,
+        TopicPartition::new("cmp", 0),
+        compact_config(),
+        params,
+    )
+    .unwrap();
+    assert_eq!(read_all(&log), kept);
+    assert_eq!(
+        (log.log_end_offset(), log.last_stable_offset()),
+        (leo, open)
+    );
 }
