@@ -541,6 +541,52 @@ async fn a_transactional_producer_is_refused_with_an_error_clients_do_not_retry(
         assert_eq!(resp.error_code, FINAL, "InitProducerId v{v}");
         assert_eq!(resp.producer_id, ProducerId(-1));
     }
+    // A transactional batch without a transactional id is refused too: taken, it would
+    // open a transaction no marker closes, holding the last stable offset back for good.
+    let mut t = create_topics_request::CreatableTopic::default();
+    t.name = TopicName(StrBytes::from_static_str("txn-data"));
+    t.num_partitions = 1;
+    t.replication_factor = 1;
+    let mut r = CreateTopicsRequest::default();
+    r.topics = vec![t];
+    r.timeout_ms = 5000;
+    let ResponseKind::CreateTopics(created) = call(
+        &mut s,
+        ApiKey::CreateTopics,
+        5,
+        300,
+        RequestKind::CreateTopics(r),
+    )
+    .await
+    else {
+        unreachable!()
+    };
+    assert_eq!(created.topics[0].error_code, 0);
+    let mut b = weir_record::BatchBuilder::new(weir_record::Compression::None, 0, usize::MAX)
+        .producer(77, 0, 0)
+        .transactional(true);
+    b.append(1_700_000_000_000, Some(b"k"), Some(b"v"), &[])
+        .unwrap();
+    let mut pd = produce_request::PartitionProduceData::default();
+    pd.records = Some(Bytes::from(b.build().unwrap().bytes));
+    let mut td = produce_request::TopicProduceData::default();
+    td.name = TopicName(StrBytes::from_static_str("txn-data"));
+    td.partition_data = vec![pd];
+    let mut r = ProduceRequest::default();
+    r.acks = -1;
+    r.timeout_ms = 1000;
+    r.topic_data = vec![td];
+    let ResponseKind::Produce(resp) =
+        call(&mut s, ApiKey::Produce, 9, 301, RequestKind::Produce(r)).await
+    else {
+        unreachable!()
+    };
+    let p = &resp.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, FINAL, "{:?}", p.error_message);
+    assert!(p
+        .error_message
+        .as_ref()
+        .is_some_and(|m| m.contains("needs a transactional id")));
     broker.stop().await.unwrap();
 }
 

@@ -757,11 +757,11 @@ impl PartitionLog {
             .range(..=fetch_offset)
             .next_back()
             .map_or(i64::MIN, |(b, _)| *b);
+        // An ABORT marker's entry lives in the marker's segment, which may start past the
+        // bound while its transaction began below it: every later segment is searched
+        // until an entry's stable offset passes the bound (Kafka's search).
         let mut out = TxnSearch::default();
-        for (&base, seg) in self.segments.range(from..) {
-            if base >= upper_bound {
-                break;
-            }
+        for seg in self.segments.range(from..).map(|(_, s)| s) {
             seg.collect_aborted_txns(fetch_offset, upper_bound, &mut out);
             if out.complete {
                 break;

@@ -493,7 +493,9 @@ impl ProducerStateManager {
             body.extend_from_slice(&last.last_seq.to_be_bytes());
             body.extend_from_slice(&last.last_offset.to_be_bytes());
             body.extend_from_slice(&last.offset_delta.to_be_bytes());
-            body.extend_from_slice(&last.timestamp.to_be_bytes());
+            // The producer's last write (Kafka's `lastTimestamp`), which expiry goes by; a
+            // producer known only by a marker has no batch to take it from.
+            body.extend_from_slice(&e.last_timestamp.to_be_bytes());
             body.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
             body.extend_from_slice(&e.current_txn_first_offset.to_be_bytes());
         }

@@ -207,8 +207,10 @@ impl TransactionIndex {
 
     /// Moves the file (a segment being deleted or replaced renames its files).
     pub fn rename_to(&mut self, to: &Path) -> io::Result<()> {
-        if !self.entries.is_empty() {
-            fs::rename(&self.path, to)?;
+        match fs::rename(&self.path, to) {
+            // Most segments have no `.txnindex` file.
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
         }
         self.path = to.to_path_buf();
         Ok(())

@@ -52,6 +52,7 @@ pub struct ProducedRecords {
     records: Bytes,
     entries: usize,
     any_legacy: bool,
+    transactional: bool,
     source_codec: Compression,
     origin: AppendOrigin,
 }
@@ -64,6 +65,7 @@ impl ProducedRecords {
         let mut valid_bytes = 0usize;
         let mut entries = 0usize;
         let mut any_legacy = false;
+        let mut transactional = false;
         let mut first_codec = None;
         for item in LogEntries::new(&records) {
             let (pos, entry) = match item {
@@ -91,7 +93,10 @@ impl ProducedRecords {
                 .map_err(|e| LogError::CorruptRecord(e.to_string()))?;
             first_codec.get_or_insert(codec);
             match &entry {
-                LogEntry::V2(b) => validate_v2_header(b, origin)?,
+                LogEntry::V2(b) => {
+                    validate_v2_header(b, origin)?;
+                    transactional |= b.is_transactional();
+                }
                 LogEntry::Legacy(_) => any_legacy = true,
             }
             entries += 1;
@@ -118,9 +123,15 @@ impl ProducedRecords {
             records,
             entries,
             any_legacy,
+            transactional,
             source_codec,
             origin,
         })
+    }
+
+    /// Whether a batch is marked transactional (part of a producer's transaction).
+    pub fn is_transactional(&self) -> bool {
+        self.transactional
     }
 
     /// Whether validating these records inflates them in memory (a compressed batch is

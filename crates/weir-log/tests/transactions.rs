@@ -191,3 +191,36 @@ fn markers_close_transactions_and_aborts_are_indexed_through_crashes() {
     assert_eq!(txnindex_on_disk(&pdir), want[..5].to_vec());
     assert_eq!(log.last_stable_offset(), cut.first_offset);
 }
+
+#[test]
+fn an_abort_after_a_roll_is_found_from_the_segment_where_its_transaction_began() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("t-0");
+    let mut log = PartitionLog::create(
+        &pdir,
+        TopicPartition::new("t", 0),
+        uuid::Uuid::new_v4(),
+        small_config(),
+        NOW,
+    )
+    .unwrap();
+    log.append_as_leader(txn_batch(5, 0, 3, "x"), 0, NOW, AppendOrigin::Client)
+        .unwrap(); // 0..=2
+    log.roll(None, NOW).unwrap();
+    let at = log
+        .append_end_txn_marker(5, 0, marker(ControlRecordType::Abort, 0), 0, NOW)
+        .unwrap()
+        .first_offset;
+    assert_eq!(log.segment_bases(), vec![0, 3]);
+    let want = vec![AbortedTxn {
+        producer_id: 5,
+        first_offset: 0,
+        last_offset: at,
+        last_stable_offset: at + 1,
+    }];
+    // A fetch of the first segment stops at its end; the entry lives in the next one.
+    let data = log.read(0, 1 << 20, log.high_watermark(), true).unwrap();
+    assert_eq!(data.segment_base, 0);
+    assert_eq!(log.aborted_transactions_in(0, &data), want);
+    assert_eq!(log.collect_aborted_transactions(0, 3), want);
+}

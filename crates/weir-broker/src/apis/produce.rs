@@ -174,6 +174,19 @@ pub async fn produce(
                 // inflated yet; the records stay in the request's buffer.
                 let produced =
                     ProducedRecords::analyze(records.clone(), &topic.config, AppendOrigin::Client)?;
+                if produced.is_transactional() {
+                    // As Kafka: transactional records need a transactional id the client may
+                    // write as, and Weir accepts none yet. Taken, such a batch would open a
+                    // transaction no marker can close, and hold the last stable offset (and
+                    // every read_committed consumer) back for good.
+                    return Err(ApiError {
+                        code: super::misc::NO_TRANSACTIONS_CODE,
+                        message: format!(
+                            "{}: a transactional batch needs a transactional id",
+                            super::misc::NO_TRANSACTIONS
+                        ),
+                    });
+                }
                 Ok((partition, produced, topic))
             })();
             let result = match checked {

@@ -209,16 +209,6 @@ impl ConsumerCoordinator {
     /// assignment, and tell the heartbeat what the consumer now owns.
     async fn maintain_membership(&mut self, subs: &mut SubscriptionState) {
         let topics = subs.subscribed_topics();
-        // Partitions of topics no longer subscribed go at once; the coordinator's next
-        // assignment takes them back.
-        let unsubscribed: Vec<TopicPartition> = subs
-            .assignment()
-            .into_iter()
-            .filter(|tp| !topics.contains(&*tp.topic))
-            .collect();
-        if !unsubscribed.is_empty() {
-            self.revoke(subs, &unsubscribed).await;
-        }
         let (fenced, target) = {
             let mut s = self.shared.lock();
             (s.beat.fenced.clone(), s.beat.target.take())
@@ -234,8 +224,20 @@ impl ConsumerCoordinator {
             }
             self.reconciled = false;
             self.shared.lock().beat.fenced = None;
-        } else if let Some(target) = target {
-            self.reconcile(subs, &topics, target).await;
+        } else {
+            // Partitions of topics no longer subscribed go at once; the coordinator's next
+            // assignment takes them back.
+            let unsubscribed: Vec<TopicPartition> = subs
+                .assignment()
+                .into_iter()
+                .filter(|tp| !topics.contains(&*tp.topic))
+                .collect();
+            if !unsubscribed.is_empty() {
+                self.revoke(subs, &unsubscribed).await;
+            }
+            if let Some(target) = target {
+                self.reconcile(subs, &topics, target).await;
+            }
         }
         let owned = subs.assignment();
         let tell = {

@@ -317,11 +317,11 @@ async fn resolve(
 /// instance id until its session ends, so a restart does not move them). Errors are logged:
 /// the member is leaving either way.
 pub(crate) async fn leave_group(shared: &GroupShared, reason: &str) {
-    let (member_id, epoch) = {
-        let s = shared.lock();
-        (s.member_id.clone(), s.generation)
-    };
-    if member_id.is_empty() || epoch <= 0 {
+    let member_id = shared.lock().member_id.clone();
+    // A member still joining may already be in the group (its id is its own, and its
+    // epoch-0 heartbeat may have been answered without the answer arriving): it leaves too,
+    // or its partitions would wait for its session to end. Never sent a heartbeat: no id.
+    if member_id.is_empty() {
         return;
     }
     let leave_epoch = if shared.cfg.group_instance_id.is_some() {
