@@ -425,13 +425,7 @@ impl ConsumerCoordinator {
             assigned = %list(&assigned), added = %list(&added), revoked = %list(&revoked),
             "assignment received");
         if !revoked.is_empty() {
-            if self.cfg.enable_auto_commit {
-                if let Err(e) = self.commit_positions(subs, Some(&revoked)).await {
-                    warn!("committing revoked partitions failed: {e}");
-                }
-            }
-            self.invoke(subs, Callback::Revoked, &revoked).await;
-            subs.remove(&revoked);
+            self.revoke(subs, &revoked).await;
             if self.protocol == RebalanceProtocol::Cooperative {
                 shared.request_rejoin("partitions were revoked and must be reassigned");
             }
