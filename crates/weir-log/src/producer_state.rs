@@ -262,6 +262,9 @@ impl ProducerStateManager {
                 batch.producer_id, entry.current_txn_first_offset
             )));
         }
+        if !batch.from_client {
+            return Ok(SequenceCheck::Append);
+        }
         if batch.producer_epoch > entry.producer_epoch {
             if batch.first_sequence != 0 && entry.producer_epoch >= 0 {
                 return Err(LogError::OutOfOrderSequence(format!(
@@ -461,6 +464,7 @@ impl ProducerStateManager {
             max_timestamp,
             transactional: p.transactional,
             control: p.control,
+            from_client: false,
         });
         None
     }
@@ -599,6 +603,7 @@ mod tests {
             max_timestamp: 1000 + first_offset,
             transactional: false,
             control: false,
+            from_client: true,
         }
     }
 

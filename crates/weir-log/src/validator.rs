@@ -42,6 +42,9 @@ pub struct ProducerBatchInfo {
     pub max_timestamp: i64,
     pub transactional: bool,
     pub control: bool,
+    /// Sent by a client, whose sequence numbers are checked; a coordinator's own batches
+    /// (TxnOffsetCommit's) are checked for their epoch only, as in Kafka.
+    pub from_client: bool,
 }
 
 /// One partition's records from a produce request, analyzed: every entry's size, CRC, codec
@@ -52,7 +55,8 @@ pub struct ProducedRecords {
     records: Bytes,
     entries: usize,
     any_legacy: bool,
-    transactional: bool,
+    /// The producer (id, epoch) of a transactional batch.
+    transactional: Option<(i64, i16)>,
     source_codec: Compression,
     origin: AppendOrigin,
 }
@@ -65,7 +69,7 @@ impl ProducedRecords {
         let mut valid_bytes = 0usize;
         let mut entries = 0usize;
         let mut any_legacy = false;
-        let mut transactional = false;
+        let mut transactional = None;
         let mut first_codec = None;
         for item in LogEntries::new(&records) {
             let (pos, entry) = match item {
@@ -95,7 +99,9 @@ impl ProducedRecords {
             match &entry {
                 LogEntry::V2(b) => {
                     validate_v2_header(b, origin)?;
-                    transactional |= b.is_transactional();
+                    if b.is_transactional() {
+                        transactional = Some((b.producer_id(), b.producer_epoch()));
+                    }
                 }
                 LogEntry::Legacy(_) => any_legacy = true,
             }
@@ -131,6 +137,11 @@ impl ProducedRecords {
 
     /// Whether a batch is marked transactional (part of a producer's transaction).
     pub fn is_transactional(&self) -> bool {
+        self.transactional.is_some()
+    }
+
+    /// The producer id and epoch of a transactional batch.
+    pub fn transactional_producer(&self) -> Option<(i64, i16)> {
         self.transactional
     }
 
@@ -165,12 +176,18 @@ impl ProducedRecords {
             TopicCompression::Uncompressed => CompressionConfig::new(Compression::None),
             TopicCompression::Codec(c) => c,
         };
-        if !self.any_legacy && target.codec == self.source_codec {
-            if let Some(v) = keep(&self.records, config, now_ms)? {
-                return Ok(v);
-            }
+        let mut v = match (!self.any_legacy && target.codec == self.source_codec)
+            .then(|| keep(&self.records, config, now_ms))
+            .transpose()?
+            .flatten()
+        {
+            Some(v) => v,
+            None => rebuild(&self.records, config, target, now_ms, self.origin)?,
+        };
+        if let Some(p) = &mut v.producer {
+            p.from_client = self.origin == AppendOrigin::Client;
         }
-        rebuild(&self.records, config, target, now_ms, self.origin)
+        Ok(v)
     }
 }
 
@@ -450,6 +467,7 @@ fn producer_info(batch: &RecordBatch<'_>) -> Option<ProducerBatchInfo> {
         max_timestamp: batch.max_timestamp(),
         transactional: batch.is_transactional(),
         control: batch.is_control(),
+        from_client: true,
     })
 }
 
