@@ -24,7 +24,8 @@ pid=
 start_broker() {
   "$WEIR" serve --listen "$BOOTSTRAP" --data-dir "$data" --metrics "127.0.0.1:$metrics_port" \
     --override group.initial.rebalance.delay.ms=300 \
-    --override offsets.topic.num.partitions=8 >>"$work/serve.log" 2>&1 &
+    --override offsets.topic.num.partitions=8 \
+    --override transaction.abort.timed.out.transaction.cleanup.interval.ms=1000 >>"$work/serve.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 100); do
     if "$PY" -c "import socket,sys; s=socket.socket(); sys.exit(s.connect_ex(('127.0.0.1', $port)))"; then
@@ -68,6 +69,9 @@ echo "== client × codec matrix against $BOOTSTRAP"
 tests/conformance/run-all.sh $clients
 echo "== scenarios"
 "$PY" tests/conformance/scenarios.py before-restart
+echo "== transactions: confluent-kafka, kafka-python, aiokafka, KafkaJS"
+"$PY" tests/conformance/transactions.py
+if [[ " $clients " == *" kafkajs "* ]]; then node tests/conformance/transactions-kafkajs.js; fi
 echo "== weir produce/consume against librdkafka and kafka-python, both ways"
 WEIR="$WEIR" "$PY" tests/conformance/interop_weir_client.py
 echo "== Prometheus metrics"

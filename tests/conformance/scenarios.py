@@ -417,59 +417,6 @@ def errors_clients_see():
         fail("a 5 KB record into max.message.bytes=1000 gave %s" % errs)
 
 
-def transactions_fail_fast():
-    """Weir has no transaction coordinator yet: a transactional producer must learn so at
-    once, with an error it does not retry, not by waiting out its timeout: kafka-python,
-    librdkafka (which retries every error but an authorization failure) and aiokafka."""
-    from kafka import KafkaProducer
-    from kafka.errors import KafkaError as PyKafkaError
-    t0 = time.time()
-    try:
-        p = KafkaProducer(bootstrap_servers=B, transactional_id="txn-" + uuid.uuid4().hex[:6])
-        p.init_transactions()
-        fail("kafka-python: init_transactions succeeded against a broker without transactions")
-    except PyKafkaError as e:
-        if "TransactionalIdAuthorizationFailed" not in type(e).__name__ + str(e):
-            fail("kafka-python: init_transactions failed with %r" % e)
-    if time.time() - t0 > 5:
-        fail("kafka-python: init_transactions took %.1f s to fail" % (time.time() - t0))
-
-    t0 = time.time()
-    p = Producer({**COMMON, "transactional.id": "txn-" + uuid.uuid4().hex[:6]})
-    try:
-        p.init_transactions(30)
-        fail("confluent-kafka: init_transactions succeeded against a broker without "
-             "transactions")
-    except KafkaException as e:
-        err = e.args[0]
-        if err.retriable() or err.code() != KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-            fail("confluent-kafka: init_transactions failed with %r" % err)
-        if "does not serve transactions" not in err.str():
-            fail("confluent-kafka: the error does not say why: %r" % err.str())
-    if time.time() - t0 > 5:
-        fail("confluent-kafka: init_transactions took %.1f s to fail" % (time.time() - t0))
-
-    import asyncio
-    import aiokafka
-    from aiokafka.errors import TransactionalIdAuthorizationFailed
-
-    async def aiokafka_start():
-        p = aiokafka.AIOKafkaProducer(bootstrap_servers=B,
-                                      transactional_id="txn-" + uuid.uuid4().hex[:6])
-        try:
-            await p.start()
-            fail("aiokafka: a transactional producer started against a broker without "
-                 "transactions")
-        except TransactionalIdAuthorizationFailed:
-            pass
-        finally:
-            await p.stop()
-    t0 = time.time()
-    asyncio.run(asyncio.wait_for(aiokafka_start(), 30))
-    if time.time() - t0 > 5:
-        fail("aiokafka: start took %.1f s to fail" % (time.time() - t0))
-
-
 DYNAMIC_TOPIC = "dynamic-topic"
 
 
@@ -672,7 +619,6 @@ if __name__ == "__main__":
             weir_consumer_in_consumer_protocol_group)
         scenario("errors a client sees")(errors_clients_see)
         scenario("per-record produce errors (KIP-467)")(per_record_errors)
-        scenario("transactions refused at once")(transactions_fail_fast)
         scenario("dynamic broker configs")(dynamic_broker_configs)
         scenario("delete and re-create a topic")(delete_and_recreate)
         scenario("write data for the restart check")(write_for_restart)

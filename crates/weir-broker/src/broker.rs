@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use kafka_protocol::ResponseError as E;
 use tokio::sync::{watch, Semaphore};
-use weir_kafka::limits::{MAX_DECOMPRESSED_BATCH_BYTES, MAX_PARTITIONS_PER_REQUEST};
+use weir_kafka::limits::MAX_PARTITIONS_PER_REQUEST;
 use weir_kafka::topic::OFFSETS_TOPIC;
 use weir_kafka::{ApiError, TopicPartition};
 use weir_log::{AppendOrigin, LogConfig, LogManager};
-use weir_record::{BatchBuilder, Compression, LogEntries};
+use weir_record::{BatchBuilder, Compression};
 
 use weir_kafka::acl::{Operation, ResourceType};
 
@@ -25,7 +25,9 @@ use crate::partition::{Partition, Role};
 use crate::request::RequestContext;
 use crate::topics::{self, Change, PartitionView, StoredTopic, Topic, TopicStore};
 use weir_group::{GroupCoordinator, GroupStore};
+use weir_kafka::topic::TRANSACTION_STATE_TOPIC;
 use weir_security::acl::Authorizer;
+use weir_txn::TxnCoordinator;
 
 /// Producer ids are handed out from blocks reserved in `producer-id-block`, so a restart
 /// never reuses one.
@@ -55,6 +57,10 @@ pub struct Broker {
     /// principal.
     pub mutations: MutationQuota,
     pub groups: Arc<GroupCoordinator>,
+    /// The transaction coordinator of the `__transaction_state` partitions this broker
+    /// leads, and what it runs on.
+    pub txns: Arc<TxnCoordinator>,
+    pub(crate) txn_host: Arc<crate::transactions::BrokerTxnHost>,
     producer_ids: Mutex<ProducerIds>,
     pub shutdown: watch::Sender<bool>,
     /// `queued.max.request.bytes`: request bytes in memory, over every connection.
@@ -178,6 +184,28 @@ impl GroupStore for OffsetsTopicStore {
         records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
         now_ms: i64,
     ) -> Result<(), i16> {
+        self.write(partition, None, records, now_ms)
+    }
+
+    fn append_transactional(
+        &self,
+        partition: i32,
+        producer: (i64, i16),
+        records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        now_ms: i64,
+    ) -> Result<(), i16> {
+        self.write(partition, Some(producer), records, now_ms)
+    }
+}
+
+impl OffsetsTopicStore {
+    fn write(
+        &self,
+        partition: i32,
+        producer: Option<(i64, i16)>,
+        records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        now_ms: i64,
+    ) -> Result<(), i16> {
         let broker = self
             .broker
             .get()
@@ -190,6 +218,11 @@ impl GroupStore for OffsetsTopicStore {
             .and_then(|v| v.replica.clone())
             .ok_or(E::NotCoordinator.code())?;
         let mut b = BatchBuilder::new(Compression::None, 0, usize::MAX);
+        if let Some((id, epoch)) = producer {
+            // Kafka writes TxnOffsetCommit's batch at sequence 0; a coordinator's batches
+            // are not sequence-checked.
+            b = b.producer(id, epoch, 0).transactional(true);
+        }
         for (k, v) in &records {
             b.append(now_ms, Some(k), v.as_deref(), &[])
                 .map_err(|_| E::UnknownServerError.code())?;
@@ -265,6 +298,9 @@ impl Broker {
         topic_configs
             .entry(OFFSETS_TOPIC.to_string())
             .or_insert_with(|| offsets_config.clone());
+        topic_configs
+            .entry(TRANSACTION_STATE_TOPIC.to_string())
+            .or_insert_with(|| Arc::new(crate::transactions::txn_state_topic_config(&config)));
         let (logs, report) = LogManager::open(config.log_manager.clone(), &topic_configs)
             .map_err(|e| e.to_string())?;
         tracing::info!(
@@ -346,6 +382,8 @@ impl Broker {
             broker: std::sync::OnceLock::new(),
         });
         let groups = GroupCoordinator::new(config.group.clone(), offsets_store.clone());
+        let txn_host = crate::transactions::BrokerTxnHost::new();
+        let txns = TxnCoordinator::new(config.txn.clone(), txn_host.clone());
         let producer_ids = match &cluster {
             None => reserve_producer_ids(&config.log_dirs[0], 0)?,
             // Handed out in blocks from etcd, on first use.
@@ -419,6 +457,8 @@ impl Broker {
             descriptors: budget,
             mutations,
             groups,
+            txns,
+            txn_host,
             producer_ids: Mutex::new(producer_ids),
             shutdown,
             request_memory,
@@ -431,13 +471,18 @@ impl Broker {
             ),
         });
         let _ = offsets_store.broker.set(Arc::downgrade(&broker));
+        let _ = broker.txn_host.broker.set(Arc::downgrade(&broker));
         if broker.cluster.is_some() {
             crate::cluster::start(&broker)?;
         } else {
             broker.load_groups()?;
+            if let Some(t) = broker.topic(TRANSACTION_STATE_TOPIC) {
+                broker.load_txn_state(&t);
+            }
         }
         broker.logs.start();
         tokio::spawn(broker.groups.clone().run(broker.shutdown.subscribe()));
+        tokio::spawn(broker.txns.clone().run(broker.shutdown.subscribe()));
         tokio::spawn(producer_expiry(broker.clone()));
         Ok(broker)
     }
@@ -505,43 +550,31 @@ impl Broker {
     /// Replays one partition of `__consumer_offsets` into the group coordinator; returns
     /// how many records it held.
     pub(crate) fn load_offsets_partition(&self, p: &Partition) -> Result<usize, String> {
-        let mut records = Vec::new();
-        {
-            let log = p.lock_log().map_err(|e| e.to_string())?;
-            let mut offset = log.log_start_offset();
-            while offset < log.log_end_offset() {
-                let data = log
-                    .read(offset, 8 << 20, i64::MAX, true)
-                    .map_err(|e| e.to_string())?;
-                let Some(slice) = data.slice else { break };
-                let bytes = slice.read_to_vec().map_err(|e| e.to_string())?;
-                let mut next = offset;
-                for item in LogEntries::new(&bytes) {
-                    let Ok((_, entry)) = item else { break };
-                    next = next.max(entry.last_offset() + 1);
-                    // Transaction markers (in a topic Kafka wrote) are not group records.
-                    if matches!(&entry, weir_record::LogEntry::V2(b) if b.is_control()) {
-                        continue;
-                    }
-                    let Ok(recs) = entry.records(MAX_DECOMPRESSED_BATCH_BYTES) else {
-                        continue;
-                    };
-                    for r in recs.iter().flatten() {
-                        if r.offset >= offset {
-                            if let Some(k) = r.key {
-                                records.push((k.to_vec(), r.value.map(|v| v.to_vec())));
-                            }
-                        }
-                    }
-                }
-                if next <= offset {
-                    break;
-                }
-                offset = next;
-            }
-        }
-        let n = records.len();
-        self.groups.load(records);
+        use crate::coordinator_log::Logged;
+        let mut stored = Vec::new();
+        crate::coordinator_log::read(p, |e| {
+            stored.push(match e {
+                Logged::Record {
+                    key,
+                    value,
+                    txn_producer,
+                    ..
+                } => weir_group::Stored::Record {
+                    key: key.to_vec(),
+                    value: value.map(<[u8]>::to_vec),
+                    txn_producer,
+                },
+                Logged::Marker {
+                    producer_id,
+                    commit,
+                } => weir_group::Stored::Marker {
+                    producer_id,
+                    commit,
+                },
+            })
+        })?;
+        let n = stored.len();
+        self.groups.load_stored(stored);
         Ok(n)
     }
 

@@ -15,7 +15,7 @@ use weir_cluster::keys::DEFAULT_BROKER_ENTITY;
 use weir_cluster::records::{TopicRecord, RECORD_VERSION};
 use weir_cluster::session::{ClusterConfig, ControllerConfig, Replaced};
 use weir_cluster::{Cluster, Document, Endpoint, MetadataImage, OpError, TopicImage};
-use weir_kafka::topic::{uuid_to_base64, OFFSETS_TOPIC};
+use weir_kafka::topic::{uuid_to_base64, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC};
 use weir_kafka::{ApiError, TopicPartition};
 use weir_log::LogConfig;
 use weir_security::state_file::{Saved, Store};
@@ -757,8 +757,49 @@ async fn shrink_isrs(broker: Weak<Broker>) {
 }
 
 /// Loads the groups of the offsets partitions this broker now leads, and unloads those of
-/// the ones it no longer does.
+/// the ones it no longer does; the same for the transactions of `__transaction_state`.
 fn apply_coordination(broker: &Arc<Broker>, m: &Membership) {
+    apply_txn_coordination(broker);
+    apply_group_coordination(broker, m);
+}
+
+/// The transaction coordinator follows the leadership of `__transaction_state`: a
+/// partition led at a new leader epoch (the coordinator epoch) is loaded again.
+fn apply_txn_coordination(broker: &Arc<Broker>) {
+    let leading: HashMap<i32, (i32, Arc<Partition>)> = broker
+        .topic(TRANSACTION_STATE_TOPIC)
+        .map(|t| {
+            t.partitions
+                .iter()
+                .enumerate()
+                .filter_map(|(p, v)| {
+                    let r = v.replica.as_ref().filter(|r| r.is_leader())?;
+                    Some((p as i32, (r.role().leader_epoch, r.clone())))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let owned: HashMap<i32, i32> = broker.txns.owned_partitions().into_iter().collect();
+    for (p, epoch) in &owned {
+        if leading.get(p).is_none_or(|(e, _)| e != epoch) {
+            broker.txns.unload_partition(*p);
+            tracing::info!(
+                partition = p,
+                "no longer coordinating the transactions of {TRANSACTION_STATE_TOPIC}-{p}"
+            );
+        }
+    }
+    for (p, (epoch, replica)) in leading {
+        if owned.get(&p) == Some(&epoch) {
+            continue;
+        }
+        if let Err(e) = broker.load_txn_partition(p, &replica) {
+            tracing::error!("loading {TRANSACTION_STATE_TOPIC}-{p}: {e}");
+        }
+    }
+}
+
+fn apply_group_coordination(broker: &Arc<Broker>, m: &Membership) {
     let leading: HashSet<i32> = broker
         .topic(OFFSETS_TOPIC)
         .map(|t| {

@@ -105,6 +105,10 @@ pub struct BrokerConfig {
     pub offsets_commit_timeout_ms: u64,
     pub producer_id_expiration_ms: i64,
     pub producer_id_expiration_check_interval_ms: u64,
+    /// The transaction coordinator's settings (`transaction.*`, `transactional.id.*`).
+    pub txn: weir_txn::TxnConfig,
+    /// `transaction.state.log.segment.bytes`.
+    pub txn_state_segment_bytes: u64,
     /// Every key=value as given, for DescribeConfigs of the broker.
     pub properties: BTreeMap<String, String>,
     /// `broker.rack`: where the broker stands, for rack-aware replica assignment.
@@ -166,6 +170,10 @@ pub struct ReplicationSettings {
     pub socket_timeout_ms: u64,
     /// `offsets.topic.replication.factor`, at most the live brokers when the topic is made.
     pub offsets_topic_replication_factor: usize,
+    /// `transaction.state.log.replication.factor`, likewise.
+    pub txn_state_replication_factor: usize,
+    /// `transaction.state.log.min.isr`: `__transaction_state`'s `min.insync.replicas`.
+    pub txn_state_min_isr: i32,
 }
 
 /// Keys Weir accepts from a Kafka `server.properties` but does not act on, with why.
@@ -286,6 +294,11 @@ const USED: &[&str] = &[
     "producer.id.expiration.ms",
     "producer.id.expiration.check.interval.ms",
     "transactional.id.expiration.ms",
+    "transaction.max.timeout.ms",
+    "transaction.state.log.num.partitions",
+    "transaction.state.log.segment.bytes",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
     "authorizer.class.name",
     "super.users",
     "allow.everyone.if.no.acl.found",
@@ -313,6 +326,8 @@ const USED: &[&str] = &[
     "replica.socket.timeout.ms",
     "offsets.topic.replication.factor",
     "offsets.commit.timeout.ms",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
 ];
 
 /// `group.coordinator.rebalance.protocols`: `classic` must be listed (Weir, like Kafka,
@@ -794,6 +809,31 @@ impl BrokerConfig {
         if group.offsets_topic_partitions < 1 {
             return Err("offsets.topic.num.partitions must be at least 1".into());
         }
+        let txn = weir_txn::TxnConfig {
+            log_partitions: parse(&props, "transaction.state.log.num.partitions", 50i32)?,
+            max_timeout_ms: parse(&props, "transaction.max.timeout.ms", 900_000i32)?,
+            id_expiration_ms: parse(&props, "transactional.id.expiration.ms", 604_800_000i64)?,
+            abort_timed_out_interval_ms: parse(
+                &props,
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                10_000u64,
+            )?,
+            remove_expired_interval_ms: parse(
+                &props,
+                "transaction.remove.expired.transaction.cleanup.interval.ms",
+                3_600_000u64,
+            )?,
+        };
+        if txn.log_partitions < 1 {
+            return Err("transaction.state.log.num.partitions must be at least 1".into());
+        }
+        if txn.max_timeout_ms < 1 || txn.id_expiration_ms < 1 {
+            return Err(
+                "transaction.max.timeout.ms and transactional.id.expiration.ms must be at \
+                 least 1"
+                    .into(),
+            );
+        }
         if group.consumer_heartbeat_interval_ms < 1
             || group.consumer_heartbeat_interval_ms >= group.consumer_session_timeout_ms
         {
@@ -862,6 +902,12 @@ impl BrokerConfig {
                 &props,
                 "producer.id.expiration.check.interval.ms",
                 600_000u64,
+            )?,
+            txn,
+            txn_state_segment_bytes: parse(
+                &props,
+                "transaction.state.log.segment.bytes",
+                104_857_600u64,
             )?,
             properties: props,
         })
@@ -973,6 +1019,12 @@ fn replication_settings(
         lag_time_max_ms: parse(props, "replica.lag.time.max.ms", 30_000i64)?,
         socket_timeout_ms: parse(props, "replica.socket.timeout.ms", 30_000u64)?,
         offsets_topic_replication_factor: parse(props, "offsets.topic.replication.factor", 3usize)?,
+        txn_state_replication_factor: parse(
+            props,
+            "transaction.state.log.replication.factor",
+            3usize,
+        )?,
+        txn_state_min_isr: parse(props, "transaction.state.log.min.isr", 2i32)?,
     };
     at_least("num.replica.fetchers", r.fetchers as i64, 1)?;
     at_least("replica.fetch.max.bytes", r.fetch_max_bytes.into(), 1)?;

@@ -23,12 +23,15 @@
 //!   applying each metadata image (replicas made or removed, roles, configs, security
 //!   state, the groups it coordinates), and topic changes written to etcd; the session and
 //!   the controller are weir-cluster's.
+//! - [`transactions`]: the host of weir-txn's transaction coordinator: `__transaction_state`
+//!   and the markers, here and through WriteTxnMarkers; [`coordinator_log`]: reading a
+//!   coordinator's partition back.
 //! - [`descriptors`]: the file-descriptor budget, split between connections and logs;
 //!   [`mutation_quota`]: Kafka's controller mutation quota on creating and deleting.
 //! - [`config`]: Kafka's broker settings, checked at start-up; [`metrics`]: Prometheus.
 //!
 //! Wire messages are the `kafka-protocol` crate's; Kafka's vocabulary is weir-kafka's;
-//! records and storage are weir-record's and weir-log's; consumer groups are weir-group's;
+//! records and storage are weir-record's and weir-log's; consumer groups are weir-group's; transactions are weir-txn's;
 //! principals, ACLs and quotas are weir-security's; etcd and the controller are
 //! weir-cluster's.
 
@@ -37,6 +40,7 @@ pub mod broker;
 pub mod cluster;
 pub mod config;
 pub mod connection;
+pub mod coordinator_log;
 pub mod descriptors;
 pub mod dynamic_config;
 pub mod memory;
@@ -49,6 +53,7 @@ pub mod request;
 pub mod server;
 pub mod throttled_log;
 pub mod topics;
+pub mod transactions;
 pub mod versions;
 pub mod wire;
 

@@ -215,6 +215,36 @@ impl Partition {
         Ok(info)
     }
 
+    /// Appends a transaction's COMMIT or ABORT marker as the partition's leader
+    /// (WriteTxnMarkers), then wakes waiting fetches.
+    pub fn append_end_txn_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: weir_record::EndTransactionMarker,
+    ) -> Result<LogAppendInfo, LogError> {
+        let role = self.role.read().unwrap_or_else(|e| e.into_inner());
+        if !role.leader {
+            return Err(LogError::NotLeader(format!(
+                "this broker is not the leader of {}",
+                self.tp
+            )));
+        }
+        let info = self.observe(self.lock_log().and_then(|mut log| {
+            log.append_end_txn_marker(
+                producer_id,
+                producer_epoch,
+                marker,
+                role.leader_epoch,
+                weir_log::now_ms(),
+            )
+        }))?;
+        drop(role);
+        self.advance_high_watermark();
+        self.appended.notify_waiters();
+        Ok(info)
+    }
+
     pub fn is_replicated(&self) -> bool {
         self.replicated.load(Ordering::Acquire)
     }

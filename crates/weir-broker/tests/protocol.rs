@@ -89,6 +89,7 @@ impl DecodeHeader for ResponseHeader {
 /// A sensible request of each API, valid at every version we serve.
 fn request(api: ApiKey, topic: &str, v: i16) -> RequestKind {
     let name = || TopicName(StrBytes::from_string(topic.to_string()));
+    let txn_id = || TransactionalId(StrBytes::from_string(format!("{topic}-txn")));
     match api {
         ApiKey::Produce => {
             let mut b =
@@ -436,6 +437,81 @@ fn request(api: ApiKey, topic: &str, v: i16) -> RequestKind {
             r.timeout_ms = 1000;
             RequestKind::ListPartitionReassignments(r)
         }
+        ApiKey::AddPartitionsToTxn => {
+            let mut t = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+            t.name = name();
+            t.partitions = vec![0];
+            let mut r = AddPartitionsToTxnRequest::default();
+            if v >= 4 {
+                let mut x = add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default();
+                x.transactional_id = txn_id();
+                x.producer_id = ProducerId(1);
+                x.verify_only = true;
+                x.topics = vec![t];
+                r.transactions = vec![x];
+            } else {
+                r.v3_and_below_transactional_id = txn_id();
+                r.v3_and_below_producer_id = ProducerId(1);
+                r.v3_and_below_topics = vec![t];
+            }
+            RequestKind::AddPartitionsToTxn(r)
+        }
+        ApiKey::AddOffsetsToTxn => {
+            let mut r = AddOffsetsToTxnRequest::default();
+            r.transactional_id = txn_id();
+            r.producer_id = ProducerId(1);
+            r.group_id = GroupId(StrBytes::from_static_str("g-txn"));
+            RequestKind::AddOffsetsToTxn(r)
+        }
+        ApiKey::EndTxn => {
+            let mut r = EndTxnRequest::default();
+            r.transactional_id = txn_id();
+            r.producer_id = ProducerId(1);
+            RequestKind::EndTxn(r)
+        }
+        ApiKey::TxnOffsetCommit => {
+            let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+            p.committed_offset = 1;
+            let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+            t.name = name();
+            t.partitions = vec![p];
+            let mut r = TxnOffsetCommitRequest::default();
+            r.transactional_id = txn_id();
+            r.group_id = GroupId(StrBytes::from_static_str("g-txn"));
+            r.producer_id = ProducerId(1);
+            r.generation_id = -1;
+            r.topics = vec![t];
+            RequestKind::TxnOffsetCommit(r)
+        }
+        ApiKey::WriteTxnMarkers => {
+            let mut t = write_txn_markers_request::WritableTxnMarkerTopic::default();
+            t.name = name();
+            t.partition_indexes = vec![0];
+            let mut m = write_txn_markers_request::WritableTxnMarker::default();
+            m.producer_id = ProducerId(1);
+            m.topics = vec![t];
+            let mut r = WriteTxnMarkersRequest::default();
+            r.markers = vec![m];
+            RequestKind::WriteTxnMarkers(r)
+        }
+        ApiKey::ListTransactions => {
+            let mut r = ListTransactionsRequest::default();
+            r.duration_filter = -1;
+            RequestKind::ListTransactions(r)
+        }
+        ApiKey::DescribeTransactions => {
+            let mut r = DescribeTransactionsRequest::default();
+            r.transactional_ids = vec![txn_id()];
+            RequestKind::DescribeTransactions(r)
+        }
+        ApiKey::DescribeProducers => {
+            let mut t = describe_producers_request::TopicRequest::default();
+            t.name = name();
+            t.partition_indexes = vec![0];
+            let mut r = DescribeProducersRequest::default();
+            r.topics = vec![t];
+            RequestKind::DescribeProducers(r)
+        }
         other => panic!("no test request for {other:?}"),
     }
 }
@@ -482,11 +558,13 @@ async fn every_advertised_api_answers_at_its_lowest_and_highest_version() {
     broker.stop().await.unwrap();
 }
 
-/// Weir has no transaction coordinator yet. Whatever asks for one gets, at once, the error
-/// every client takes as final for a transactional producer, and FindCoordinator says why.
+/// A transactional producer's first requests at the wire: FindCoordinator for its id
+/// (every version that has key types) names this broker; InitProducerId bumps the epoch
+/// on each call (a new producer fences the last); a transactional batch needs the request's
+/// transactional id, and its partition must be in the open transaction (KIP-890 part 1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_transactional_producer_is_refused_with_an_error_clients_do_not_retry() {
-    const FINAL: i16 = kafka_protocol::ResponseError::TransactionalIdAuthorizationFailed.code();
+async fn a_transactional_producer_finds_its_coordinator_and_is_checked_before_it_writes() {
+    use kafka_protocol::ResponseError as E;
     let dir = tempfile::tempdir().unwrap();
     let broker = start(dir.path()).await;
     let mut s = TcpStream::connect(broker.addrs[0]).await.unwrap();
@@ -511,16 +589,16 @@ async fn a_transactional_producer_is_refused_with_an_error_clients_do_not_retry(
         else {
             unreachable!()
         };
-        let (code, message) = if v >= 4 {
+        let (code, port) = if v >= 4 {
             let c = &resp.coordinators[0];
-            (c.error_code, c.error_message.clone())
+            (c.error_code, c.port)
         } else {
-            (resp.error_code, resp.error_message.clone())
+            (resp.error_code, resp.port)
         };
-        assert_eq!(code, FINAL, "FindCoordinator v{v}");
-        let message = message.expect("a message");
-        assert!(message.contains("does not serve transactions"), "{message}");
+        assert_eq!(code, 0, "FindCoordinator v{v}");
+        assert_eq!(port, broker.addrs[0].port() as i32);
     }
+    let mut pid = -1;
     for v in 0..=4 {
         let mut r = InitProducerIdRequest::default();
         r.transactional_id = Some(TransactionalId(txn.clone()));
@@ -538,11 +616,14 @@ async fn a_transactional_producer_is_refused_with_an_error_clients_do_not_retry(
         else {
             unreachable!()
         };
-        assert_eq!(resp.error_code, FINAL, "InitProducerId v{v}");
-        assert_eq!(resp.producer_id, ProducerId(-1));
+        assert_eq!(resp.error_code, 0, "InitProducerId v{v}");
+        assert!(
+            pid == -1 || resp.producer_id.0 == pid,
+            "the id keeps its producer id"
+        );
+        pid = resp.producer_id.0;
+        assert_eq!(resp.producer_epoch, v, "each init bumps the epoch");
     }
-    // A transactional batch without a transactional id is refused too: taken, it would
-    // open a transaction no marker closes, holding the last stable offset back for good.
     let mut t = create_topics_request::CreatableTopic::default();
     t.name = TopicName(StrBytes::from_static_str("txn-data"));
     t.num_partitions = 1;
@@ -562,31 +643,58 @@ async fn a_transactional_producer_is_refused_with_an_error_clients_do_not_retry(
         unreachable!()
     };
     assert_eq!(created.topics[0].error_code, 0);
-    let mut b = weir_record::BatchBuilder::new(weir_record::Compression::None, 0, usize::MAX)
-        .producer(77, 0, 0)
-        .transactional(true);
-    b.append(1_700_000_000_000, Some(b"k"), Some(b"v"), &[])
-        .unwrap();
-    let mut pd = produce_request::PartitionProduceData::default();
-    pd.records = Some(Bytes::from(b.build().unwrap().bytes));
-    let mut td = produce_request::TopicProduceData::default();
-    td.name = TopicName(StrBytes::from_static_str("txn-data"));
-    td.partition_data = vec![pd];
-    let mut r = ProduceRequest::default();
-    r.acks = -1;
-    r.timeout_ms = 1000;
-    r.topic_data = vec![td];
+    let produce = |transactional_id: Option<&'static str>, correlation: i32| {
+        let mut b = weir_record::BatchBuilder::new(weir_record::Compression::None, 0, usize::MAX)
+            .producer(pid, 4, 0)
+            .transactional(true);
+        b.append(1_700_000_000_000, Some(b"k"), Some(b"v"), &[])
+            .unwrap();
+        let mut pd = produce_request::PartitionProduceData::default();
+        pd.records = Some(Bytes::from(b.build().unwrap().bytes));
+        let mut td = produce_request::TopicProduceData::default();
+        td.name = TopicName(StrBytes::from_static_str("txn-data"));
+        td.partition_data = vec![pd];
+        let mut r = ProduceRequest::default();
+        r.acks = -1;
+        r.timeout_ms = 1000;
+        r.transactional_id =
+            transactional_id.map(|t| TransactionalId(StrBytes::from_static_str(t)));
+        r.topic_data = vec![td];
+        (correlation, r)
+    };
+    // Without the transactional id: taken, the batch would open a transaction no marker
+    // closes, holding the last stable offset back for good.
+    let (c, r) = produce(None, 301);
     let ResponseKind::Produce(resp) =
-        call(&mut s, ApiKey::Produce, 9, 301, RequestKind::Produce(r)).await
+        call(&mut s, ApiKey::Produce, 9, c, RequestKind::Produce(r)).await
     else {
         unreachable!()
     };
     let p = &resp.responses[0].partition_responses[0];
-    assert_eq!(p.error_code, FINAL, "{:?}", p.error_message);
+    assert_eq!(
+        p.error_code,
+        E::TransactionalIdAuthorizationFailed.code(),
+        "{:?}",
+        p.error_message
+    );
     assert!(p
         .error_message
         .as_ref()
-        .is_some_and(|m| m.contains("needs a transactional id")));
+        .is_some_and(|m| m.contains("needs the request's transactional id")));
+    // With it, but before AddPartitionsToTxn: the coordinator has no open transaction.
+    let (c, r) = produce(Some("txn-protocol"), 302);
+    let ResponseKind::Produce(resp) =
+        call(&mut s, ApiKey::Produce, 9, c, RequestKind::Produce(r)).await
+    else {
+        unreachable!()
+    };
+    let p = &resp.responses[0].partition_responses[0];
+    assert_eq!(
+        p.error_code,
+        E::InvalidTxnState.code(),
+        "{:?}",
+        p.error_message
+    );
     broker.stop().await.unwrap();
 }
 
@@ -895,8 +1003,9 @@ async fn every_api_refuses_a_client_the_acls_do_not_allow() {
             let refused = AUTHORIZATION_FAILURES
                 .iter()
                 .any(|c| shown.contains(&format!("error_code: {c},")));
-            // Listing groups is not refused: the client is shown none.
-            let shows_nothing = matches!(&resp, ResponseKind::ListGroups(r) if r.groups.is_empty());
+            // Listing groups or transactions is not refused: the client is shown none.
+            let shows_nothing = matches!(&resp, ResponseKind::ListGroups(r) if r.groups.is_empty())
+                || matches!(&resp, ResponseKind::ListTransactions(r) if r.transaction_states.is_empty());
             assert!(
                 refused || shows_nothing,
                 "{api:?} v{v} served a client with no ACLs: {shown}"

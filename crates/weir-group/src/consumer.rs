@@ -975,6 +975,15 @@ mod tests {
         fn append(&self, _: i32, _: Vec<(Vec<u8>, Option<Vec<u8>>)>, _: i64) -> Result<(), i16> {
             Ok(())
         }
+        fn append_transactional(
+            &self,
+            _: i32,
+            _: (i64, i16),
+            _: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+            _: i64,
+        ) -> Result<(), i16> {
+            Ok(())
+        }
     }
 
     #[derive(Default)]

@@ -31,6 +31,7 @@ mod coordinator;
 mod metadata;
 mod offsets;
 mod records;
+mod txn_offsets;
 
 #[cfg(test)]
 mod tests;
@@ -103,6 +104,30 @@ pub trait GroupStore: Send + Sync + 'static {
         records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
         now_ms: i64,
     ) -> Result<(), i16>;
+
+    /// `append` as one transactional batch of `producer` (id, epoch): TxnOffsetCommit's
+    /// records, which count only once the producer's COMMIT marker follows them.
+    fn append_transactional(
+        &self,
+        partition: i32,
+        producer: (i64, i16),
+        records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        now_ms: i64,
+    ) -> Result<(), i16>;
+}
+
+/// One thing a `__consumer_offsets` partition holds, in offset order, as a load reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stored {
+    /// A record (value `None`: a tombstone); `txn_producer` is the producer id of a
+    /// transactional batch.
+    Record {
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+        txn_producer: Option<i64>,
+    },
+    /// A COMMIT or ABORT marker of a producer's transaction.
+    Marker { producer_id: i64, commit: bool },
 }
 
 /// Kafka error codes the coordinator answers with (weir-kafka's), and its translations of a

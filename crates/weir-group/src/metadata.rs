@@ -275,6 +275,9 @@ pub(crate) struct Group {
     pub sync_timer: Option<(Instant, i32)>,
     /// Committed offsets by (topic, partition).
     pub offsets: BTreeMap<(String, i32), OffsetValue>,
+    /// Offsets transactions committed (TxnOffsetCommit), by producer id: written, but the
+    /// group's only once the transaction's COMMIT marker is (an ABORT drops them).
+    pub pending_txn_offsets: BTreeMap<i64, BTreeMap<(String, i32), OffsetValue>>,
     /// Set while the group uses the KIP-848 consumer protocol (then `members` is empty and
     /// `state` stays Empty: the classic machinery is idle).
     pub consumer: Option<ConsumerGroup>,
@@ -299,6 +302,7 @@ impl Group {
             join_timer: None,
             sync_timer: None,
             offsets: BTreeMap::new(),
+            pending_txn_offsets: BTreeMap::new(),
             consumer: None,
         }
     }

@@ -31,6 +31,7 @@ use super::consumer::validate_member_offsets;
 use super::coordinator::{lock, GroupCoordinator};
 use super::metadata::{Group, GroupState, JoinOutcome, SyncOutcome, CONSUMER_PROTOCOL_TYPE};
 use super::records::{self, fits_string, GroupValue, OffsetValue, RecordKey};
+use super::Stored;
 
 /// The operations a group resource supports (READ, DELETE, DESCRIBE), as the bit field
 /// DescribeGroups reports when asked; Weir has no authorizer, so all are allowed.
@@ -39,6 +40,9 @@ const GROUP_AUTHORIZED_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 fn sb(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
+
+/// A record as stored: key, value (`None`: a tombstone).
+type StoredPair = (Vec<u8>, Option<Vec<u8>>);
 
 /// Offsets asked for: `None` means every committed partition.
 type TopicsQuery = Option<Vec<(String, Vec<i32>)>>;
@@ -269,6 +273,11 @@ impl GroupCoordinator {
                         return out;
                     }
                     let answer = self.fetch_offsets(group.group_id.0.as_str(), query);
+                    let unstable = if req.require_stable {
+                        self.unstable_offsets(group.group_id.0.as_str())
+                    } else {
+                        HashSet::new()
+                    };
                     let mut out = OffsetFetchResponseGroup::default();
                     out.group_id = group.group_id;
                     out.error_code = codes::NONE;
@@ -276,12 +285,17 @@ impl GroupCoordinator {
                         .into_iter()
                         .map(|(topic, partitions)| {
                             let mut t = OffsetFetchResponseTopics::default();
-                            t.name = TopicName(sb(topic));
                             t.partitions = partitions
                                 .into_iter()
                                 .map(|(partition, found)| {
                                     let mut p = OffsetFetchResponsePartitions::default();
                                     p.partition_index = partition;
+                                    if unstable.contains(&(topic.clone(), partition)) {
+                                        p.committed_offset = -1;
+                                        p.committed_leader_epoch = -1;
+                                        p.error_code = codes::UNSTABLE_OFFSET_COMMIT;
+                                        return p;
+                                    }
                                     p.committed_offset = found.as_ref().map_or(-1, |o| o.offset);
                                     p.committed_leader_epoch =
                                         found.as_ref().map_or(-1, |o| o.leader_epoch);
@@ -291,6 +305,7 @@ impl GroupCoordinator {
                                     p
                                 })
                                 .collect();
+                            t.name = TopicName(sb(topic));
                             t
                         })
                         .collect();
@@ -305,16 +320,26 @@ impl GroupCoordinator {
                     .collect()
             });
             let answer = self.fetch_offsets(req.group_id.0.as_str(), query);
+            let unstable = if version >= 7 && req.require_stable {
+                self.unstable_offsets(req.group_id.0.as_str())
+            } else {
+                HashSet::new()
+            };
             resp.topics = answer
                 .into_iter()
                 .map(|(topic, partitions)| {
                     let mut t = OffsetFetchResponseTopic::default();
-                    t.name = TopicName(sb(topic));
                     t.partitions = partitions
                         .into_iter()
                         .map(|(partition, found)| {
                             let mut p = OffsetFetchResponsePartition::default();
                             p.partition_index = partition;
+                            if unstable.contains(&(topic.clone(), partition)) {
+                                p.committed_offset = -1;
+                                p.committed_leader_epoch = -1;
+                                p.error_code = codes::UNSTABLE_OFFSET_COMMIT;
+                                return p;
+                            }
                             p.committed_offset = found.as_ref().map_or(-1, |o| o.offset);
                             if version >= 5 {
                                 p.committed_leader_epoch =
@@ -325,6 +350,7 @@ impl GroupCoordinator {
                             p
                         })
                         .collect();
+                    t.name = TopicName(sb(topic));
                     t
                 })
                 .collect();
@@ -360,6 +386,18 @@ impl GroupCoordinator {
             }
             _ => Ok(()),
         }
+    }
+
+    /// The partitions of `group_id` with a transactional offset not settled yet.
+    fn unstable_offsets(&self, group_id: &str) -> HashSet<(String, i32)> {
+        let Some(group) = self.get_group(group_id) else {
+            return HashSet::new();
+        };
+        let g = lock(&group);
+        g.pending_txn_offsets
+            .values()
+            .flat_map(|p| p.keys().cloned())
+            .collect()
     }
 
     fn fetch_offsets(&self, group_id: &str, query: TopicsQuery) -> TopicsAnswer {
@@ -773,11 +811,65 @@ impl GroupCoordinator {
     /// restored; they rejoin) but keep their generation id, protocol type and committed
     /// offsets. Unreadable records and unknown key versions are skipped with a warning.
     pub fn load(&self, records: impl IntoIterator<Item = (Vec<u8>, Option<Vec<u8>>)>) {
+        self.load_stored(records.into_iter().map(|(key, value)| Stored::Record {
+            key,
+            value,
+            txn_producer: None,
+        }))
+    }
+
+    /// `load`, with transactions: a transactional batch's records count once their
+    /// producer's COMMIT marker follows, are dropped at its ABORT, and are held as the
+    /// group's pending transactional offsets while neither has come.
+    pub fn load_stored(&self, stored: impl IntoIterator<Item = Stored>) {
         let mut offsets: HashMap<(String, String, i32), OffsetValue> = HashMap::new();
         let mut metadata: HashMap<String, GroupValue> = HashMap::new();
         let mut skipped_versions: BTreeMap<i16, usize> = BTreeMap::new();
         let mut unreadable = 0usize;
-        for (key, value) in records {
+        let mut open_txns: BTreeMap<i64, Vec<StoredPair>> = BTreeMap::new();
+        let mut settled: Vec<StoredPair> = Vec::new();
+        let mut records = Vec::new();
+        for item in stored {
+            match item {
+                Stored::Record {
+                    key,
+                    value,
+                    txn_producer: Some(pid),
+                } => open_txns.entry(pid).or_default().push((key, value)),
+                Stored::Record { key, value, .. } => records.push((key, value)),
+                Stored::Marker {
+                    producer_id,
+                    commit,
+                } => {
+                    if let Some(rs) = open_txns.remove(&producer_id) {
+                        if commit {
+                            records.extend(rs);
+                        }
+                    }
+                }
+            }
+        }
+        // What is left belongs to transactions still open.
+        let mut pending: Vec<(i64, String, String, i32, OffsetValue)> = Vec::new();
+        for (pid, rs) in &open_txns {
+            for (key, value) in rs {
+                if let (
+                    Ok(RecordKey::Offset {
+                        group,
+                        topic,
+                        partition,
+                    }),
+                    Some(v),
+                ) = (records::decode_key(key), value)
+                {
+                    if let Ok(v) = records::decode_offset_value(v) {
+                        pending.push((*pid, group, topic, partition, v));
+                    }
+                }
+            }
+        }
+        settled.append(&mut records);
+        for (key, value) in settled {
             match records::decode_key(&key) {
                 Ok(RecordKey::Offset {
                     group,
@@ -849,6 +941,15 @@ impl GroupCoordinator {
                 .entry(group_id.clone())
                 .or_insert_with(|| Group::new(group_id, now_ms))
                 .offsets
+                .insert((topic, partition), value);
+        }
+        for (pid, group_id, topic, partition, value) in pending {
+            loaded
+                .entry(group_id.clone())
+                .or_insert_with(|| Group::new(group_id, now_ms))
+                .pending_txn_offsets
+                .entry(pid)
+                .or_default()
                 .insert((topic, partition), value);
         }
         let group_count = loaded.len();

@@ -53,6 +53,16 @@ impl GroupStore for MemStore {
         stored.extend(records.into_iter().map(|(k, v)| (partition, k, v)));
         Ok(())
     }
+
+    fn append_transactional(
+        &self,
+        partition: i32,
+        _producer: (i64, i16),
+        records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        now_ms: i64,
+    ) -> Result<(), i16> {
+        self.append(partition, records, now_ms)
+    }
 }
 
 impl MemStore {

@@ -21,6 +21,10 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
+use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestTopic;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::{
     BrokerId, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, DeleteGroupsRequest,
@@ -31,6 +35,7 @@ use kafka_protocol::messages::{
     OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
     SyncGroupResponse,
 };
+use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError as E;
 
@@ -41,11 +46,11 @@ use weir_kafka::acl::{Operation, ResourceType};
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
-fn may(broker: &Broker, ctx: &RequestContext, op: Operation, group: &str) -> bool {
+pub(super) fn may(broker: &Broker, ctx: &RequestContext, op: Operation, group: &str) -> bool {
     broker.allowed(ctx, op, ResourceType::Group, group)
 }
 
-fn topic_may(broker: &Broker, ctx: &RequestContext, op: Operation, topic: &str) -> bool {
+pub(super) fn topic_may(broker: &Broker, ctx: &RequestContext, op: Operation, topic: &str) -> bool {
     broker.allowed(ctx, op, ResourceType::Topic, topic)
 }
 
@@ -60,14 +65,18 @@ pub fn find_coordinator(
     req: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
     let v = ctx.version;
-    // The offsets topic must exist before the coordinator is usable.
-    let ready = if req.key_type == KEY_TYPE_GROUP {
-        super::off_worker(|| broker.ensure_offsets_topic())
+    // The coordinator's topic must exist before the coordinator is usable.
+    let ready = match req.key_type {
+        KEY_TYPE_GROUP => super::off_worker(|| broker.ensure_offsets_topic())
             .map(|_| ())
-            .map_err(|e| (e.code, e.message))
-    } else {
-        // Transactions: refused below, after authorization (see `misc::NO_TRANSACTIONS`).
-        Ok(())
+            .map_err(|e| (e.code, e.message)),
+        KEY_TYPE_TRANSACTION => super::off_worker(|| broker.ensure_txn_state_topic())
+            .map(|_| ())
+            .map_err(|e| (e.code, e.message)),
+        other => Err((
+            E::InvalidRequest.code(),
+            format!("unknown coordinator key type {other} (0: group, 1: transaction)"),
+        )),
     };
     // Finding a group's coordinator takes DESCRIBE on the group; a transaction's, on the
     // transactional id. Checked before anything else is said about the key.
@@ -89,10 +98,7 @@ pub fn find_coordinator(
         }
         ready.clone()?;
         if req.key_type == KEY_TYPE_TRANSACTION {
-            return Err((
-                super::misc::NO_TRANSACTIONS_CODE,
-                super::misc::NO_TRANSACTIONS.to_string(),
-            ));
+            return broker.txn_coordinator_node(key, &ctx.listener);
         }
         broker.group_coordinator_node(key, &ctx.listener)
     };
@@ -197,11 +203,76 @@ pub async fn offset_commit(
     resp
 }
 
+/// TxnOffsetCommit: offsets committed in a transaction, held by the group coordinator until
+/// the transaction's marker. Takes WRITE on the transactional id, READ on the group and on
+/// each topic, as in Kafka.
+pub async fn txn_offset_commit(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    mut req: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    let topic_errors = |topics: &[TxnOffsetCommitRequestTopic], code: i16| {
+        topics
+            .iter()
+            .map(|t| {
+                let mut out = TxnOffsetCommitResponseTopic::default();
+                out.name = t.name.clone();
+                out.partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let mut r = TxnOffsetCommitResponsePartition::default();
+                        r.partition_index = p.partition_index;
+                        r.error_code = code;
+                        r
+                    })
+                    .collect();
+                out
+            })
+            .collect::<Vec<_>>()
+    };
+    let refused = if req.transactional_id.0.is_empty() {
+        Some(E::InvalidRequest.code())
+    } else if !broker.allowed(
+        ctx,
+        Operation::Write,
+        ResourceType::TransactionalId,
+        &req.transactional_id.0,
+    ) {
+        Some(E::TransactionalIdAuthorizationFailed.code())
+    } else if !may(broker, ctx, Operation::Read, &req.group_id) {
+        Some(GROUP_DENIED)
+    } else {
+        broker.coordinates(&req.group_id).err()
+    };
+    if let Some(code) = refused {
+        let mut resp = TxnOffsetCommitResponse::default();
+        resp.topics = topic_errors(&req.topics, code);
+        return resp;
+    }
+    let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics)
+        .into_iter()
+        .partition(|t| topic_may(broker, ctx, Operation::Read, &t.name));
+    req.topics = allowed;
+    let exists = |topic: &str, partition: i32| broker.partition_exists(topic, partition);
+    let group = req.group_id.0.to_string();
+    let mut resp = broker.groups.txn_offset_commit(req, ctx.version, &exists);
+    if let Err(code) = commit_replicated(broker, &group).await {
+        for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+            if p.error_code == 0 {
+                p.error_code = code;
+            }
+        }
+    }
+    resp.topics.extend(topic_errors(&denied, TOPIC_DENIED));
+    resp
+}
+
 /// A commit is answered once every in-sync replica of the group's offsets partition has
 /// it (the coordinator's writes are acks=all, as in Kafka), within
 /// `offsets.commit.timeout.ms`: else COORDINATOR_NOT_AVAILABLE, or NOT_COORDINATOR if the
 /// partition's leadership moved meanwhile.
-async fn commit_replicated(broker: &Arc<Broker>, group: &str) -> Result<(), i16> {
+pub(super) async fn commit_replicated(broker: &Arc<Broker>, group: &str) -> Result<(), i16> {
     let Some(topic) = broker.topic(weir_kafka::topic::OFFSETS_TOPIC) else {
         return Ok(());
     };

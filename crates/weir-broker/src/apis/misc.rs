@@ -1,4 +1,5 @@
-//! InitProducerId (idempotent producers; Weir has no transactions) and DescribeCluster.
+//! InitProducerId for idempotent producers (transactional ones go to `txns`), and
+//! DescribeCluster.
 
 use std::sync::Arc;
 
@@ -15,40 +16,17 @@ use crate::broker::Broker;
 use crate::request::RequestContext;
 use weir_kafka::acl::{Operation, ResourceType};
 
-/// Weir has no transaction coordinator (issue 14). What asks for one is refused with the
-/// one error every client takes as final for a transactional producer:
-/// TRANSACTIONAL_ID_AUTHORIZATION_FAILED. librdkafka retries every other FindCoordinator
-/// and InitProducerId error (UNSUPPORTED_VERSION, COORDINATOR_NOT_AVAILABLE …) until
-/// `init_transactions` times out; this one is fatal in librdkafka, Kafka's Java client,
-/// kafka-python, aiokafka and KafkaJS. The message, where the API carries one, says why.
-pub(crate) const NO_TRANSACTIONS_CODE: i16 = E::TransactionalIdAuthorizationFailed.code();
-pub(crate) const NO_TRANSACTIONS: &str =
-    "Weir does not serve transactions yet: no transactional id is accepted";
-
-pub fn init_producer_id(
+pub async fn init_producer_id(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     req: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
+    if let Some(txn) = &req.transactional_id {
+        return super::txns::init_transactional_producer(broker, ctx, &req, &txn.0).await;
+    }
     let mut resp = InitProducerIdResponse::default();
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;
-    if let Some(txn) = &req.transactional_id {
-        // Kafka's TransactionCoordinator answers an empty id with INVALID_REQUEST: only a
-        // null id means "idempotent, not transactional".
-        // Authorization first, as in Kafka.
-        if !broker.allowed(ctx, Operation::Write, ResourceType::TransactionalId, &txn.0) {
-            resp.error_code = E::TransactionalIdAuthorizationFailed.code();
-            return resp;
-        }
-        if txn.0.is_empty() {
-            resp.error_code = E::InvalidRequest.code();
-            return resp;
-        }
-        tracing::warn!(transactional_id = %txn.0, "refusing InitProducerId: {NO_TRANSACTIONS}");
-        resp.error_code = NO_TRANSACTIONS_CODE;
-        return resp;
-    }
     // An idempotent producer needs IDEMPOTENT_WRITE on the cluster or, since KIP-679,
     // WRITE on some topic.
     let may_write = broker.allowed_on_cluster(ctx, Operation::IdempotentWrite)

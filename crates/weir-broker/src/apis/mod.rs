@@ -25,6 +25,7 @@ mod produce;
 mod quotas;
 mod reassign;
 pub mod sasl;
+mod txns;
 
 /// Runs blocking work (making files, syncing them) from a handler without holding up the
 /// other connections this worker thread serves: on a multi-threaded runtime the worker's
@@ -112,7 +113,29 @@ pub async fn handle(
             ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(broker, ctx, r))
         }
         RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(misc::init_producer_id(broker, ctx, r))
+            ResponseKind::InitProducerId(misc::init_producer_id(broker, ctx, r).await)
+        }
+        RequestKind::AddPartitionsToTxn(r) => {
+            ResponseKind::AddPartitionsToTxn(txns::add_partitions_to_txn(broker, ctx, r).await)
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(txns::add_offsets_to_txn(broker, ctx, r).await)
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(txns::end_txn(broker, ctx, r).await),
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(groups::txn_offset_commit(broker, ctx, r).await)
+        }
+        RequestKind::WriteTxnMarkers(r) => {
+            ResponseKind::WriteTxnMarkers(txns::write_txn_markers(broker, ctx, r).await)
+        }
+        RequestKind::ListTransactions(r) => {
+            ResponseKind::ListTransactions(txns::list_transactions(broker, ctx, r))
+        }
+        RequestKind::DescribeTransactions(r) => {
+            ResponseKind::DescribeTransactions(txns::describe_transactions(broker, ctx, r))
+        }
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(txns::describe_producers(broker, ctx, r))
         }
         RequestKind::AlterPartitionReassignments(r) => ResponseKind::AlterPartitionReassignments(
             reassign::alter_partition_reassignments(broker, ctx, r),

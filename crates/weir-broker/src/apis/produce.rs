@@ -75,6 +75,70 @@ impl From<LogError> for Refused {
     }
 }
 
+/// KIP-890 part 1: before a producer's first transactional batch on a partition (it has
+/// no transaction open there), its coordinator must have the partition in the producer's
+/// open transaction; else the batch would open one the coordinator never closes (a late
+/// batch after an abort, say). Asked directly when this broker coordinates the id. The
+/// coordinator's answers become what Kafka's leader answers a producer of Produce v10 and
+/// below.
+///
+/// Left to the producer's epoch, not checked here: an id another broker coordinates
+/// (the leader would ask it with AddPartitionsToTxn v4, which Weir does not send yet). A
+/// coordinator that aborts on a timeout bumps the epoch, so a late batch of that
+/// transaction is refused with INVALID_PRODUCER_EPOCH by the log anyway.
+fn verify_in_transaction(
+    broker: &Broker,
+    partition: &Partition,
+    transactional_id: &str,
+    (producer_id, producer_epoch): (i64, i16),
+) -> Result<(), ApiError> {
+    let open = partition
+        .lock_log()
+        .map_err(|e| ApiError::new(e.error_code(), e.to_string()))?
+        .producer_state()
+        .producers()
+        .get(&producer_id)
+        .is_some_and(|e| e.current_txn_first_offset >= 0 && e.producer_epoch == producer_epoch);
+    if open || broker.txns.coordinates(transactional_id).is_err() {
+        return Ok(());
+    }
+    let code = match broker.txns.verify_partitions(
+        transactional_id,
+        producer_id,
+        producer_epoch,
+        std::slice::from_ref(&partition.tp),
+    ) {
+        Ok(r) => r.first().map_or(0, |(_, code)| *code),
+        Err(code) => code,
+    };
+    let (error, why) = match E::try_from_code(code) {
+        None if code == 0 => return Ok(()),
+        Some(E::TransactionAbortable) => (
+            E::InvalidTxnState,
+            "has no open transaction holding this partition: add it (AddPartitionsToTxn) first",
+        ),
+        Some(E::ProducerFenced | E::InvalidProducerEpoch) => (
+            E::InvalidProducerEpoch,
+            "has a newer producer epoch: this producer is fenced",
+        ),
+        Some(E::InvalidProducerIdMapping) => (
+            E::InvalidProducerIdMapping,
+            "belongs to another producer id",
+        ),
+        _ => (
+            E::NotEnoughReplicas,
+            "could not be checked for this partition yet; retry",
+        ),
+    };
+    Err(ApiError::new(
+        error,
+        format!(
+            "{}: transactional id '{transactional_id}' {why}",
+            partition.tp
+        ),
+    ))
+}
+
 pub async fn produce(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
@@ -111,10 +175,6 @@ pub async fn produce(
                             ),
                         ));
                     }
-                    return Err(ApiError {
-                        code: super::misc::NO_TRANSACTIONS_CODE,
-                        message: super::misc::NO_TRANSACTIONS.into(),
-                    });
                 }
                 if !writable {
                     // Checked before existence, so a denied client learns nothing.
@@ -174,18 +234,17 @@ pub async fn produce(
                 // inflated yet; the records stay in the request's buffer.
                 let produced =
                     ProducedRecords::analyze(records.clone(), &topic.config, AppendOrigin::Client)?;
-                if produced.is_transactional() {
-                    // As Kafka: transactional records need a transactional id the client may
-                    // write as, and Weir accepts none yet. Taken, such a batch would open a
-                    // transaction no marker can close, and hold the last stable offset (and
-                    // every read_committed consumer) back for good.
-                    return Err(ApiError {
-                        code: super::misc::NO_TRANSACTIONS_CODE,
-                        message: format!(
-                            "{}: a transactional batch needs a transactional id",
-                            super::misc::NO_TRANSACTIONS
-                        ),
-                    });
+                if let Some(producer) = produced.transactional_producer() {
+                    let Some(id) = &req.transactional_id else {
+                        // As Kafka: taken, such a batch would open a transaction no
+                        // coordinator knows, which holds the last stable offset (and every
+                        // read_committed consumer) back for good.
+                        return Err(ApiError::new(
+                            E::TransactionalIdAuthorizationFailed,
+                            "a transactional batch needs the request's transactional id",
+                        ));
+                    };
+                    verify_in_transaction(broker, &partition, &id.0, producer)?;
                 }
                 Ok((partition, produced, topic))
             })();
