@@ -10,6 +10,9 @@ etcd-server) and three `weir serve` brokers with `etcd.connect`, then
                the three with the same controller; `weir cluster describe` says so;
   coordinator: a consumer group whose coordinator is another broker than the one the
                client bootstraps from commits and resumes;
+  transactions: tests/conformance/transactions.py against the three (commit, abort,
+               consume-transform-produce, fencing, timeout abort; librdkafka,
+               kafka-python, aiokafka), markers crossing brokers;
   controller:  `kill -9` of the controller: another broker controls within the lease time;
   broker:      `kill -9` of a broker: only its partitions lose their leader (the others take
                records all along), and they come back, with their records, when it restarts;
@@ -119,6 +122,8 @@ class Broker:
              "--override", "etcd.session.timeout.ms=%d" % SESSION_MS,
              "--override", "num.partitions=3",
              "--override", "offsets.topic.num.partitions=6",
+             "--override", "transaction.state.log.num.partitions=6",
+             "--override", "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
              "--override", "group.initial.rebalance.delay.ms=300"],
             stdout=log, stderr=log)
         if wait_listening:
@@ -210,6 +215,7 @@ def main():
         run_weir_client(boot)
         spread(brokers)
         coordinator(brokers)
+        transactions(boot)
         controller_failover(brokers, everyone)
         broker_loss(brokers, everyone)
         replicated_failover(brokers, everyone)
@@ -322,6 +328,20 @@ def coordinator(brokers):
     check(got == 60 and rest == 30,
           "a group coordinated by broker %d (not the bootstrap broker) commits and resumes: "
           "%d then %d of 90" % (coord, got, rest))
+
+
+def transactions(boot):
+    """The real-client transaction scenarios of tests/conformance/transactions.py, against
+    three brokers: each transaction's coordinator, partitions and group coordinator are
+    spread over them, so markers go to other brokers by WriteTxnMarkers."""
+    env = dict(os.environ, BOOTSTRAP=boot)
+    r = subprocess.run([PY, os.path.join(ROOT, "tests", "conformance", "transactions.py")],
+                       env=env, capture_output=True, text=True, timeout=900)
+    for line in r.stdout.splitlines():
+        if line.startswith(("ok ", "FAIL")):
+            check(line.startswith("ok"), "transactions: " + line[5:].strip())
+    check(r.returncode == 0, "transactions across three brokers" +
+          ("" if r.returncode == 0 else ":\n" + (r.stdout + r.stderr)[-2000:]))
 
 
 def controller_failover(brokers, everyone):
