@@ -679,6 +679,18 @@ impl Broker {
         }
     }
 
+    /// Whether this broker has loaded the groups of `__consumer_offsets` partition `p`:
+    /// a marker there must wait until it has, or its offsets would be settled in groups
+    /// not loaded yet (one broker loads them all before it serves).
+    pub fn offsets_partition_loaded(&self, p: i32) -> Result<(), i16> {
+        match &self.cluster {
+            Some(m) => m
+                .coordinates(p)
+                .map_err(|_| E::CoordinatorLoadInProgress.code()),
+            None => Ok(()),
+        }
+    }
+
     /// Puts `next` in the topics served (each replacing its namesake) and takes out
     /// `removed`: how a cluster member applies the metadata.
     pub(crate) fn replace_topics(&self, next: Vec<Arc<Topic>>, removed: &[Arc<Topic>]) {

@@ -166,9 +166,11 @@ impl TxnHost for BrokerTxnHost {
 
     fn allocate_producer_id(&self) -> Result<i64, i16> {
         let broker = self.broker().ok_or(E::CoordinatorNotAvailable.code())?;
+        // Answered COORDINATOR_LOAD_IN_PROGRESS, as Kafka does while no block of producer
+        // ids is ready: clients retry it, where the storage or etcd error would be fatal.
         crate::apis::off_worker(|| broker.allocate_producer_id()).map_err(|e| {
             tracing::error!("allocating a producer id: {}", e.message);
-            e.code
+            E::CoordinatorLoadInProgress.code()
         })
     }
 }
@@ -289,9 +291,17 @@ async fn send_markers(
             for r in resp.markers {
                 for t in r.topics {
                     for p in t.partitions {
+                        // Whether a partition is gone is this broker's metadata's call,
+                        // made before sending: a leader that does not know it yet (it
+                        // restarted, or lags the metadata) is asked again.
+                        let code = if p.error_code == E::UnknownTopicOrPartition.code() {
+                            E::NotLeaderOrFollower.code()
+                        } else {
+                            p.error_code
+                        };
                         out.push((
                             TopicPartition::new(t.name.0.as_str(), p.partition_index),
-                            p.error_code,
+                            code,
                         ));
                     }
                 }
@@ -340,6 +350,16 @@ pub(crate) async fn write_markers_here(
                     code: e.code,
                     message: e.message,
                 })?;
+            if tp.topic.as_ref() == OFFSETS_TOPIC {
+                broker
+                    .offsets_partition_loaded(tp.partition)
+                    .map_err(|code| {
+                        ApiError::new(
+                            E::try_from_code(code).unwrap_or(E::CoordinatorLoadInProgress),
+                            format!("the groups of {tp} are still loading"),
+                        )
+                    })?;
+            }
             let info = crate::apis::off_worker(|| {
                 p.append_end_txn_marker(markers.producer_id, markers.producer_epoch, marker)
             })
@@ -395,6 +415,12 @@ impl Broker {
                 self.config.txn_state_segment_bytes.to_string(),
             ),
             ("compression.type".to_string(), "uncompressed".to_string()),
+            // A replica that missed a PrepareCommit must never lead: its coordinator would
+            // abort a transaction whose COMMIT markers are already out.
+            (
+                "unclean.leader.election.enable".to_string(),
+                "false".to_string(),
+            ),
         ]);
         let mut ask = NewTopic::new(
             TRANSACTION_STATE_TOPIC,
@@ -419,20 +445,23 @@ impl Broker {
             )
             .pop()
             .unwrap_or_else(|| Err(ApiError::new(E::UnknownServerError, "no answer")));
-        let topic = match created {
-            Ok(t) => t,
+        match created {
+            Ok(topic) => {
+                // Only the call that made it loads it (one broker; a cluster member loads
+                // what it leads as the metadata says).
+                if self.cluster.is_none() {
+                    self.load_txn_state(&topic);
+                }
+                Ok(topic)
+            }
             Err(e) if e.code == E::TopicAlreadyExists.code() => {
                 self.topic(TRANSACTION_STATE_TOPIC).ok_or(ApiError::new(
                     E::CoordinatorNotAvailable,
                     "__transaction_state vanished",
-                ))?
+                ))
             }
-            Err(e) => return Err(e),
-        };
-        if self.cluster.is_none() {
-            self.load_txn_state(&topic);
+            Err(e) => Err(e),
         }
-        Ok(topic)
     }
 
     /// One broker: takes over every partition of `__transaction_state` (at start, or once

@@ -660,7 +660,8 @@ impl GroupCoordinator {
         let mut g = lock(&group);
         match g.state {
             GroupState::Dead => codes::GROUP_ID_NOT_FOUND,
-            GroupState::Empty if g.is_empty() => {
+            // Offsets a transaction has not settled yet keep the group, as in Kafka.
+            GroupState::Empty if g.is_empty() && g.pending_txn_offsets.is_empty() => {
                 let removed: Vec<(String, i32)> =
                     std::mem::take(&mut g.offsets).into_keys().collect();
                 let dead = self.cleanup_group(&mut g, removed);
@@ -777,7 +778,7 @@ impl GroupCoordinator {
                 Err(e) => warn!(group = %g.group_id, "cannot encode offset key: {e}"),
             }
         }
-        let dead = g.is_empty() && g.offsets.is_empty();
+        let dead = g.is_empty() && g.offsets.is_empty() && g.pending_txn_offsets.is_empty();
         if dead {
             let now_ms = self.now_ms();
             g.transition_to(GroupState::Dead, now_ms);

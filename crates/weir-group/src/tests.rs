@@ -1900,3 +1900,126 @@ async fn unloading_a_partition_forgets_its_groups_and_sends_their_members_away()
         vec![("t".into(), 0, 42, 3, "".into())]
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Transactional offsets (TxnOffsetCommit).
+
+fn txn_commit(coord: &GroupCoordinator, producer_id: i64, offset: i64) -> Vec<i16> {
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    let mut p = TxnOffsetCommitRequestPartition::default();
+    p.partition_index = 0;
+    p.committed_offset = offset;
+    let mut t = TxnOffsetCommitRequestTopic::default();
+    t.name = TopicName(sb("t"));
+    t.partitions = vec![p];
+    let mut r = TxnOffsetCommitRequest::default();
+    r.transactional_id = TransactionalId(sb("tx"));
+    r.group_id = GroupId(sb("g"));
+    r.producer_id = ProducerId(producer_id);
+    r.generation_id = -1;
+    r.topics = vec![t];
+    coord
+        .txn_offset_commit(r, 3, &|_, _| true)
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect()
+}
+
+/// OffsetFetch v7 of g's t-0 with require_stable: (error, offset).
+fn stable_fetch(coord: &GroupCoordinator) -> (i16, i64) {
+    let mut x = OffsetFetchRequestTopic::default();
+    x.name = TopicName(sb("t"));
+    x.partition_indexes = vec![0];
+    let mut r = OffsetFetchRequest::default();
+    r.group_id = GroupId(sb("g"));
+    r.topics = Some(vec![x]);
+    r.require_stable = true;
+    let p = &coord.offset_fetch(r, 7).topics[0].partitions[0];
+    (p.error_code, p.committed_offset)
+}
+
+#[tokio::test(start_paused = true)]
+async fn transactional_offsets_are_the_groups_only_at_their_commit_marker() {
+    let h = start(GroupConfig {
+        offsets_topic_partitions: 1,
+        offsets_retention_ms: 1,
+        ..GroupConfig::default()
+    });
+    let only = Some(&[("t", &[0][..])][..]);
+    assert_eq!(txn_commit(&h.coord, 7, 42), vec![NONE]);
+    assert_eq!(
+        fetch(&h.coord, "g", only)[0].2,
+        -1,
+        "invisible before the marker"
+    );
+    assert_eq!(stable_fetch(&h.coord), (UNSTABLE_OFFSET_COMMIT, -1));
+    // A group holding only unsettled offsets neither expires nor can be deleted.
+    sleep(Duration::from_millis(5)).await;
+    h.coord.cleanup_expired_offsets();
+    let mut d = DeleteGroupsRequest::default();
+    d.groups_names = vec![GroupId(sb("g"))];
+    assert_eq!(
+        h.coord.delete_groups(d, 2).results[0].error_code,
+        NON_EMPTY_GROUP
+    );
+    h.coord.complete_txn(0, 7, true);
+    assert_eq!(stable_fetch(&h.coord), (NONE, 42));
+    // An aborted transaction's offsets are dropped.
+    assert_eq!(txn_commit(&h.coord, 8, 50), vec![NONE]);
+    h.coord.complete_txn(0, 8, false);
+    assert_eq!(stable_fetch(&h.coord), (NONE, 42));
+    // A marker of another offsets partition settles nothing here.
+    assert_eq!(txn_commit(&h.coord, 9, 60), vec![NONE]);
+    h.coord.complete_txn(1, 9, true);
+    assert_eq!(stable_fetch(&h.coord).0, UNSTABLE_OFFSET_COMMIT);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_load_replays_transactional_offsets_by_their_markers() {
+    use super::Stored as S;
+    let h = start(GroupConfig {
+        offsets_topic_partitions: 1,
+        ..GroupConfig::default()
+    });
+    let key = records::encode_offset_key("g", "t", 0).unwrap();
+    let value = |offset| {
+        Some(
+            records::encode_offset_value(&OffsetValue {
+                offset,
+                leader_epoch: -1,
+                metadata: String::new(),
+                commit_timestamp: 1,
+                expire_timestamp: None,
+            })
+            .unwrap(),
+        )
+    };
+    let rec = |offset, txn_producer| S::Record {
+        key: key.clone(),
+        value: value(offset),
+        txn_producer,
+    };
+    h.coord.load_stored(vec![
+        rec(10, None),
+        rec(42, Some(7)),
+        rec(50, Some(8)),
+        S::Marker {
+            producer_id: 7,
+            commit: true,
+        },
+        S::Marker {
+            producer_id: 8,
+            commit: false,
+        },
+        rec(60, Some(9)),
+    ]);
+    // 42 committed, 50 aborted, 60 still open.
+    assert_eq!(stable_fetch(&h.coord), (UNSTABLE_OFFSET_COMMIT, -1));
+    let only = Some(&[("t", &[0][..])][..]);
+    assert_eq!(fetch(&h.coord, "g", only)[0].2, 42);
+    h.coord.complete_txn(0, 9, true);
+    assert_eq!(stable_fetch(&h.coord), (NONE, 60));
+}

@@ -273,6 +273,11 @@ impl TxnCoordinator {
             let Some(m) = txns.get_mut(transactional_id) else {
                 return Err(E::NotCoordinator.code());
             };
+            if m.pending != Some(transit.state) {
+                // The partition was loaded again meanwhile (at the same epoch): what it
+                // read stands, this write's outcome is not ours to apply.
+                return Err(E::NotCoordinator.code());
+            }
             match written {
                 Ok(()) => {
                     let dead = transit.state == TxnState::Dead;
@@ -515,6 +520,7 @@ impl TxnCoordinator {
             return;
         };
         let commit = markers.commit;
+        let mut warned: BTreeSet<i16> = BTreeSet::new();
         while !markers.partitions.is_empty() {
             let results = self.host.write_markers(markers.clone()).await;
             let mut retry = Vec::new();
@@ -540,7 +546,30 @@ impl TxnCoordinator {
                         );
                         return;
                     }
-                    _ => retry.push(tp),
+                    Some(
+                        E::NotLeaderOrFollower
+                        | E::NotEnoughReplicas
+                        | E::NotEnoughReplicasAfterAppend
+                        | E::RequestTimedOut
+                        | E::NetworkException
+                        | E::CoordinatorLoadInProgress
+                        | E::KafkaStorageError
+                        | E::CoordinatorNotAvailable,
+                    ) => retry.push(tp),
+                    _ => {
+                        // Not a passing failure: said once, and tried again, since the
+                        // transaction cannot complete without this marker.
+                        if warned.insert(code) {
+                            tracing::warn!(
+                                transactional_id,
+                                code,
+                                "{tp} refused the marker of producer {}; it is sent again \
+                                 until taken",
+                                markers.producer_id
+                            );
+                        }
+                        retry.push(tp)
+                    }
                 }
             }
             markers.partitions = retry;
@@ -556,6 +585,15 @@ impl TxnCoordinator {
             let now = self.host.now_ms();
             let step = self.with_txns(partition, epoch, |txns| {
                 let m = txns.get_mut(transactional_id)?;
+                let expected = if commit {
+                    TxnState::PrepareCommit
+                } else {
+                    TxnState::PrepareAbort
+                };
+                if m.pending.is_none() && m.state != expected {
+                    // Completed already (by a task of an earlier load).
+                    return None;
+                }
                 let mut t = m.transit(if commit {
                     TxnState::CompleteCommit
                 } else {
@@ -666,16 +704,19 @@ impl TxnCoordinator {
                 }
             }
         }
-        for (id, partition, epoch, t) in fences {
-            tracing::info!(
-                transactional_id = %id,
-                producer_id = t.producer_id,
-                "aborting its transaction, open for longer than its timeout"
-            );
-            if self.write(&id, partition, epoch, t).await.is_ok() {
-                self.spawn_completion(&id, partition, epoch);
-            }
-        }
+        let writes = fences
+            .into_iter()
+            .map(|(id, partition, epoch, t)| async move {
+                tracing::info!(
+                    transactional_id = %id,
+                    producer_id = t.producer_id,
+                    "aborting its transaction, open for longer than its timeout"
+                );
+                if self.write(&id, partition, epoch, t).await.is_ok() {
+                    self.spawn_completion(&id, partition, epoch);
+                }
+            });
+        futures_util::future::join_all(writes).await;
     }
 
     /// Forgets every id with no transaction open that no request has touched for
@@ -703,11 +744,17 @@ impl TxnCoordinator {
                 }
             }
         }
-        for (id, partition, epoch, t) in expired {
-            if self.write(&id, partition, epoch, t).await.is_ok() {
-                tracing::info!(transactional_id = %id, "expired: idle for longer than transactional.id.expiration.ms");
-            }
-        }
+        let writes = expired
+            .into_iter()
+            .map(|(id, partition, epoch, t)| async move {
+                if self.write(&id, partition, epoch, t).await.is_ok() {
+                    tracing::info!(
+                        transactional_id = %id,
+                        "expired: idle for longer than transactional.id.expiration.ms"
+                    );
+                }
+            });
+        futures_util::future::join_all(writes).await;
     }
 
     /// The coordinator's background work until `shutdown`: the two timers.

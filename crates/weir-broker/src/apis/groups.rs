@@ -243,7 +243,10 @@ pub async fn txn_offset_commit(
     } else if !may(broker, ctx, Operation::Read, &req.group_id) {
         Some(GROUP_DENIED)
     } else {
-        broker.coordinates(&req.group_id).err()
+        broker
+            .coordinates(&req.group_id)
+            .err()
+            .or_else(|| offsets_in_transaction(broker, &req).err())
     };
     if let Some(code) = refused {
         let mut resp = TxnOffsetCommitResponse::default();
@@ -266,6 +269,39 @@ pub async fn txn_offset_commit(
     }
     resp.topics.extend(topic_errors(&denied, TOPIC_DENIED));
     resp
+}
+
+/// KIP-890 part 1 for TxnOffsetCommit: where this broker also coordinates the
+/// transactional id, the group's offsets partition must be in the producer's open
+/// transaction (AddOffsetsToTxn); else the offsets would be written into a transaction the
+/// coordinator never closes there. Kafka's answers for TxnOffsetCommit v3 and below.
+fn offsets_in_transaction(broker: &Broker, req: &TxnOffsetCommitRequest) -> Result<(), i16> {
+    let id = req.transactional_id.0.as_str();
+    match broker.txns.coordinates(id) {
+        Ok(_) => {}
+        Err(code) if code == NOT_COORDINATOR => return Ok(()),
+        Err(_) => return Err(E::CoordinatorLoadInProgress.code()),
+    }
+    let tp = weir_kafka::TopicPartition::new(
+        weir_kafka::topic::OFFSETS_TOPIC,
+        broker.groups.partition_for(&req.group_id.0),
+    );
+    let code = match broker.txns.verify_partitions(
+        id,
+        req.producer_id.0,
+        req.producer_epoch,
+        std::slice::from_ref(&tp),
+    ) {
+        Ok(r) => r.first().map_or(0, |(_, c)| *c),
+        Err(code) => code,
+    };
+    match E::try_from_code(code) {
+        None if code == 0 => Ok(()),
+        Some(E::TransactionAbortable) => Err(E::InvalidTxnState.code()),
+        Some(E::ProducerFenced) => Err(E::InvalidProducerEpoch.code()),
+        Some(E::InvalidProducerIdMapping | E::InvalidProducerEpoch) => Err(code),
+        _ => Err(E::CoordinatorLoadInProgress.code()),
+    }
 }
 
 /// A commit is answered once every in-sync replica of the group's offsets partition has

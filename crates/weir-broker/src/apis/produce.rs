@@ -82,10 +82,10 @@ impl From<LogError> for Refused {
 /// coordinator's answers become what Kafka's leader answers a producer of Produce v10 and
 /// below.
 ///
-/// Left to the producer's epoch, not checked here: an id another broker coordinates
-/// (the leader would ask it with AddPartitionsToTxn v4, which Weir does not send yet). A
-/// coordinator that aborts on a timeout bumps the epoch, so a late batch of that
-/// transaction is refused with INVALID_PRODUCER_EPOCH by the log anyway.
+/// Not checked here: an id another broker coordinates (the leader would ask it with
+/// AddPartitionsToTxn v4, which Weir does not send yet). There only an abort that bumped
+/// the epoch (a timeout, a new producer's fence) makes the log refuse a late batch
+/// (INVALID_PRODUCER_EPOCH); a late batch after a client's own abort is not refused.
 fn verify_in_transaction(
     broker: &Broker,
     partition: &Partition,
@@ -99,8 +99,23 @@ fn verify_in_transaction(
         .producers()
         .get(&producer_id)
         .is_some_and(|e| e.current_txn_first_offset >= 0 && e.producer_epoch == producer_epoch);
-    if open || broker.txns.coordinates(transactional_id).is_err() {
+    if open {
         return Ok(());
+    }
+    match broker.txns.coordinates(transactional_id) {
+        Ok(_) => {}
+        // Another broker coordinates the id (see above).
+        Err(code) if code == E::NotCoordinator.code() => return Ok(()),
+        Err(_) => {
+            return Err(ApiError::new(
+                E::NotEnoughReplicas,
+                format!(
+                    "{}: the coordinator of transactional id '{transactional_id}' is still \
+                     loading; retry",
+                    partition.tp
+                ),
+            ))
+        }
     }
     let code = match broker.txns.verify_partitions(
         transactional_id,
