@@ -1486,6 +1486,16 @@ impl Broker {
                 .min(live)
                 .max(1);
         }
+        self.create_internal_topic(ask).map(|(t, _)| t)
+    }
+
+    /// Makes an internal topic (`__consumer_offsets`, `__transaction_state`) on first use:
+    /// the topic, and whether this call made it (`false`: another call did meanwhile).
+    pub(crate) fn create_internal_topic(
+        &self,
+        ask: NewTopic,
+    ) -> Result<(Arc<Topic>, bool), ApiError> {
+        let name = ask.name.clone();
         let created = self
             .create_topics(
                 vec![ask],
@@ -1496,10 +1506,14 @@ impl Broker {
             .pop()
             .unwrap_or_else(|| Err(ApiError::new(E::UnknownServerError, "no answer")));
         match created {
-            Ok(t) => Ok(t),
-            Err(e) if e.code == E::TopicAlreadyExists.code() => self.topic(OFFSETS_TOPIC).ok_or(
-                ApiError::new(E::CoordinatorNotAvailable, "offsets topic vanished"),
-            ),
+            Ok(t) => Ok((t, true)),
+            Err(e) if e.code == E::TopicAlreadyExists.code() => {
+                let t = self.topic(&name).ok_or(ApiError::new(
+                    E::CoordinatorNotAvailable,
+                    format!("{name} vanished as it was made"),
+                ))?;
+                Ok((t, false))
+            }
             Err(e) => Err(e),
         }
     }

@@ -55,21 +55,31 @@ impl BrokerTxnHost {
     }
 }
 
-/// `__transaction_state`'s log settings: compacted, as Kafka forces them.
+/// What `__transaction_state` is made with, as Kafka forces it: compacted, uncompressed,
+/// and never led by a replica that missed a write (its coordinator would abort a
+/// transaction whose COMMIT markers are already out).
+fn txn_state_overrides(config: &crate::config::BrokerConfig) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        (
+            "segment.bytes".to_string(),
+            config.txn_state_segment_bytes.to_string(),
+        ),
+        ("compression.type".to_string(), "uncompressed".to_string()),
+        (
+            "unclean.leader.election.enable".to_string(),
+            "false".to_string(),
+        ),
+    ])
+}
+
+/// `__transaction_state`'s log settings, for a log opened before its topic's configs are
+/// read (one broker's start).
 pub(crate) fn txn_state_topic_config(config: &crate::config::BrokerConfig) -> LogConfig {
-    let min_isr = config
-        .cluster
-        .as_ref()
-        .map_or(1, |c| c.replication.txn_state_min_isr.max(1));
+    let overrides = txn_state_overrides(config);
     config
         .log_defaults
-        .with_overrides([
-            ("cleanup.policy", "compact"),
-            ("segment.bytes", &config.txn_state_segment_bytes.to_string()),
-            ("compression.type", "uncompressed"),
-            ("min.insync.replicas", &min_isr.to_string()),
-            ("unclean.leader.election.enable", "false"),
-        ])
+        .with_overrides(overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .unwrap_or_else(|_| (*config.log_defaults).clone())
 }
 
@@ -408,20 +418,7 @@ impl Broker {
         if let Some(t) = self.topic(TRANSACTION_STATE_TOPIC) {
             return Ok(t);
         }
-        let overrides = BTreeMap::from([
-            ("cleanup.policy".to_string(), "compact".to_string()),
-            (
-                "segment.bytes".to_string(),
-                self.config.txn_state_segment_bytes.to_string(),
-            ),
-            ("compression.type".to_string(), "uncompressed".to_string()),
-            // A replica that missed a PrepareCommit must never lead: its coordinator would
-            // abort a transaction whose COMMIT markers are already out.
-            (
-                "unclean.leader.election.enable".to_string(),
-                "false".to_string(),
-            ),
-        ]);
+        let overrides = txn_state_overrides(&self.config);
         let mut ask = NewTopic::new(
             TRANSACTION_STATE_TOPIC,
             self.config.txn.log_partitions,
@@ -436,32 +433,13 @@ impl Broker {
                 min_isr.min(ask.replication_factor).to_string(),
             );
         }
-        let created = self
-            .create_topics(
-                vec![ask],
-                false,
-                crate::cluster::DEFAULT_CHANGE_WAIT,
-                &mut |_, _| Ok(()),
-            )
-            .pop()
-            .unwrap_or_else(|| Err(ApiError::new(E::UnknownServerError, "no answer")));
-        match created {
-            Ok(topic) => {
-                // Only the call that made it loads it (one broker; a cluster member loads
-                // what it leads as the metadata says).
-                if self.cluster.is_none() {
-                    self.load_txn_state(&topic);
-                }
-                Ok(topic)
-            }
-            Err(e) if e.code == E::TopicAlreadyExists.code() => {
-                self.topic(TRANSACTION_STATE_TOPIC).ok_or(ApiError::new(
-                    E::CoordinatorNotAvailable,
-                    "__transaction_state vanished",
-                ))
-            }
-            Err(e) => Err(e),
+        let (topic, made) = self.create_internal_topic(ask)?;
+        // Only the call that made it loads it (one broker; a cluster member loads what it
+        // leads as the metadata says).
+        if made && self.cluster.is_none() {
+            self.load_txn_state(&topic);
         }
+        Ok(topic)
     }
 
     /// One broker: takes over every partition of `__transaction_state` (at start, or once
