@@ -437,7 +437,14 @@ def replicated_failover(brokers, everyone):
         a = AdminClient({"bootstrap.servers": everyone})
         a.create_topics([NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"})])[topic].result(15)
         wait("in sync", 20, lambda: all_in_sync(everyone, topic, 3, 3))
-        victim_id = partitions_of(everyone, topic)[0].leader
+        # `everyone` may be answered by another broker than the wait's, one that has not
+        # seen the topic through its etcd watch yet: ask until partition 0's leader is known.
+        victim_id, deadline = -1, time.time() + 20
+        while victim_id < 0 and time.time() < deadline:
+            p0 = partitions_of(everyone, topic).get(0)
+            victim_id = p0.leader if p0 is not None else -1
+            if victim_id < 0:
+                time.sleep(0.05)
         victim = brokers[victim_id]
         alive = ",".join(b.addr for j, b in brokers.items() if j != victim_id)
         env = dict(os.environ, BOOTSTRAP=everyone, TOPIC=topic, N="4000", CODEC="none",
