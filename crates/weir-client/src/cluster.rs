@@ -43,6 +43,31 @@ pub struct Metadata {
     pub topic_errors: HashMap<String, i16>,
 }
 
+/// What FindCoordinator looks for (its `key_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CoordinatorKind {
+    /// A consumer group's coordinator (key type 0).
+    Group,
+    /// A transactional id's coordinator (key type 1, FindCoordinator v1 and later).
+    Transaction,
+}
+
+impl CoordinatorKind {
+    fn key_type(self) -> i8 {
+        match self {
+            CoordinatorKind::Group => 0,
+            CoordinatorKind::Transaction => 1,
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            CoordinatorKind::Group => "group",
+            CoordinatorKind::Transaction => "transactional id",
+        }
+    }
+}
+
 /// Connection settings shared by every client.
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
@@ -60,7 +85,9 @@ pub struct Cluster {
     config: ClusterConfig,
     metadata: RwLock<Metadata>,
     connections: tokio::sync::Mutex<HashMap<String, Arc<BrokerConnection>>>,
-    coordinators: Mutex<HashMap<String, i32>>,
+    /// The coordinator found for each (kind, key): a group's and a transactional id's are
+    /// cached apart, as the same name may be both.
+    coordinators: Mutex<HashMap<(CoordinatorKind, String), i32>>,
     /// Counts metadata refreshes, so that callers may cache what they derive from it.
     generation: std::sync::atomic::AtomicU64,
     /// The runtime connections are made on (their sockets and the tasks that read their
@@ -279,30 +306,54 @@ impl Cluster {
 
     /// Forgets what is known of a group's coordinator (after NOT_COORDINATOR and the like).
     pub fn forget_coordinator(&self, group: &str) {
+        self.forget_coordinator_of(CoordinatorKind::Group, group)
+    }
+
+    /// Forgets the coordinator found for `key`.
+    pub fn forget_coordinator_of(&self, kind: CoordinatorKind, key: &str) {
         if let Ok(mut c) = self.coordinators.lock() {
-            c.remove(group);
+            c.remove(&(kind, key.to_string()));
         }
     }
 
     /// The coordinator of `group` (FindCoordinator, cached).
     pub async fn coordinator(&self, group: &str) -> Result<Arc<BrokerConnection>> {
+        self.coordinator_of(CoordinatorKind::Group, group).await
+    }
+
+    /// The coordinator of a group or a transactional id (FindCoordinator, cached).
+    pub async fn coordinator_of(
+        &self,
+        kind: CoordinatorKind,
+        key: &str,
+    ) -> Result<Arc<BrokerConnection>> {
+        let cache_key = (kind, key.to_string());
         let cached = self
             .coordinators
             .lock()
             .ok()
-            .and_then(|c| c.get(group).copied());
+            .and_then(|c| c.get(&cache_key).copied());
         if let Some(node) = cached {
             if let Ok(c) = self.node(node).await {
                 return Ok(c);
             }
         }
         let conn = self.any().await?;
-        let v = conn.version_for(ApiKey::FindCoordinator, FIND_COORDINATOR_VERSIONS)?;
+        let lowest = match kind {
+            CoordinatorKind::Group => FIND_COORDINATOR_VERSIONS.0,
+            // Version 0 has no key type: it can only find a group's coordinator.
+            CoordinatorKind::Transaction => 1,
+        };
+        let v = conn.version_for(
+            ApiKey::FindCoordinator,
+            (lowest, FIND_COORDINATOR_VERSIONS.1),
+        )?;
         let mut req = FindCoordinatorRequest::default();
+        req.key_type = kind.key_type();
         if v >= 4 {
-            req.coordinator_keys = vec![StrBytes::from_string(group.to_string())];
+            req.coordinator_keys = vec![StrBytes::from_string(key.to_string())];
         } else {
-            req.key = StrBytes::from_string(group.to_string());
+            req.key = StrBytes::from_string(key.to_string());
         }
         let resp: FindCoordinatorResponse = conn.request(&req, v).await?;
         let (code, node, host, port) = if v >= 4 {
@@ -321,14 +372,17 @@ impl Cluster {
         if code != 0 {
             return Err(ClientError::kafka(
                 code,
-                Some(format!("finding the coordinator of group '{group}'")),
+                Some(format!(
+                    "finding the coordinator of {} '{key}'",
+                    kind.describe()
+                )),
             ));
         }
         if let Ok(mut m) = self.metadata.write() {
             m.brokers.insert(node, format!("{host}:{port}"));
         }
         if let Ok(mut c) = self.coordinators.lock() {
-            c.insert(group.to_string(), node);
+            c.insert(cache_key, node);
         }
         self.connect(&format!("{host}:{port}")).await
     }

@@ -82,6 +82,11 @@ pub struct ProducerConfig {
     pub partitioner_adaptive: bool,
     pub metadata_max_age: Duration,
     pub allow_auto_create_topics: bool,
+    /// `transactional.id`: set, the producer is transactional (`init_transactions` first).
+    pub transactional_id: Option<String>,
+    /// `transaction.timeout.ms`: how long the coordinator lets a transaction stay open
+    /// before aborting it.
+    pub transaction_timeout: Duration,
 }
 
 /// Java-client keys with no meaning for this client.
@@ -153,7 +158,21 @@ impl ProducerConfig {
             partitioner_adaptive: p.bool("partitioner.adaptive.partitioning.enable", true)?,
             metadata_max_age: Duration::from_millis(p.int("metadata.max.age.ms", 300_000u64, 0)?),
             allow_auto_create_topics: p.bool("allow.auto.create.topics", true)?,
+            transactional_id: Some(p.string("transactional.id", ""))
+                .filter(|t| !t.trim().is_empty()),
+            transaction_timeout: Duration::from_millis(p.int(
+                "transaction.timeout.ms",
+                60_000u64,
+                1,
+            )?),
         };
+        if cfg.transaction_timeout.as_millis() > i32::MAX as u128 {
+            return Err(bad(
+                "transaction.timeout.ms",
+                &cfg.transaction_timeout.as_millis().to_string(),
+                "must fit in 32 bits",
+            ));
+        }
         p.string("partitioner.availability.timeout.ms", "0");
         p.finish(PRODUCER_IGNORED)?;
         // Kafka's idempotence rule (ProducerConfig.postProcessAndValidateIdempotenceConfigs).
@@ -169,6 +188,20 @@ impl ProducerConfig {
         .filter(|(c, _)| *c)
         .map(|(_, m)| *m)
         .collect();
+        if cfg.transactional_id.is_some() {
+            // A transaction is idempotent: its sequences are how the broker keeps it whole.
+            if idempotence_set && !cfg.enable_idempotence {
+                return Err(ClientError::Config(
+                    "transactional.id needs enable.idempotence=true".into(),
+                ));
+            }
+            if !conflicts.is_empty() {
+                return Err(ClientError::Config(format!(
+                    "transactional.id needs idempotence, and so: {}",
+                    conflicts.join(", ")
+                )));
+            }
+        }
         if cfg.enable_idempotence && !conflicts.is_empty() {
             if idempotence_set {
                 return Err(ClientError::Config(format!(
@@ -219,6 +252,25 @@ mod tests {
         // Asked for explicitly: an error.
         let e = cfg(&[("acks", "1"), ("enable.idempotence", "true")]).unwrap_err();
         assert!(e.to_string().contains("acks must be all"), "{e}");
+    }
+
+    #[test]
+    fn a_transactional_id_needs_idempotence() {
+        let c = cfg(&[("transactional.id", "etl")]).unwrap();
+        assert_eq!(c.transactional_id.as_deref(), Some("etl"));
+        assert!(c.enable_idempotence);
+        assert_eq!(c.transaction_timeout, Duration::from_secs(60));
+        for bad in [
+            &[("transactional.id", "etl"), ("acks", "1")][..],
+            &[("transactional.id", "etl"), ("enable.idempotence", "false")],
+        ] {
+            let e = cfg(bad).unwrap_err().to_string();
+            assert!(e.contains("transactional.id needs"), "{e}");
+        }
+        assert!(cfg(&[("transactional.id", "")])
+            .unwrap()
+            .transactional_id
+            .is_none());
     }
 
     #[test]

@@ -44,6 +44,23 @@ pub enum ClientError {
     /// The client was closed.
     #[error("the client is closed")]
     Closed,
+    /// A call the client's state does not allow (Kafka's `IllegalStateException`): e.g.
+    /// `commit_transaction` with no transaction begun. The program, not the cluster, is wrong.
+    #[error("not allowed now: {0}")]
+    IllegalState(String),
+    /// The transaction cannot commit (a record or its offsets failed to be written, or it
+    /// was aborted): `abort_transaction`, then begin again. Kafka's abortable errors.
+    #[error("the transaction must be aborted: {0}")]
+    TransactionAbortable(Box<ClientError>),
+    /// The record was not sent: its transaction (of this `transactional.id`) was
+    /// aborted first.
+    #[error("not sent: the transaction of transactional.id '{0}' was aborted")]
+    TransactionAborted(String),
+    /// The transactional producer can do nothing more (fenced by a newer producer with its
+    /// `transactional.id`, not authorised for it, or the coordinator refused its state):
+    /// close it. Kafka's fatal errors.
+    #[error("the transactional producer failed for good: {0}")]
+    TransactionFatal(Box<ClientError>),
 }
 
 impl ClientError {
@@ -59,6 +76,16 @@ impl ClientError {
         match self {
             ClientError::Kafka { error, .. } => Some(error.code()),
             _ => None,
+        }
+    }
+
+    /// The Kafka error code behind this error, looking through a transaction's wrapper.
+    pub fn root_code(&self) -> Option<i16> {
+        match self {
+            ClientError::TransactionAbortable(e) | ClientError::TransactionFatal(e) => {
+                e.root_code()
+            }
+            e => e.code(),
         }
     }
 

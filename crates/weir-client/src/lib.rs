@@ -27,6 +27,9 @@ pub use consumer::{
     TimestampType,
 };
 pub use error::{ClientError, Result};
-pub use producer::{DeliveryFuture, DeliveryListener, Producer, ProducerRecord, RecordMetadata};
+pub use producer::{
+    ConsumerGroupMetadata, DeliveryFuture, DeliveryListener, Producer, ProducerRecord,
+    RecordMetadata,
+};
 /// Partitions are named as every Kafka crate of Weir names them.
 pub use weir_kafka::TopicPartition;

@@ -860,6 +860,21 @@ impl Consumer {
         self.group.as_ref()?.member()
     }
 
+    /// What a transactional producer sends with this consumer's offsets
+    /// (`Producer::send_offsets_to_transaction`): the group, and this member's id,
+    /// generation and instance id, by which the coordinator refuses offsets from a
+    /// consumer that a rebalance has taken partitions from. `None` without a `group.id`.
+    pub fn group_metadata(&self) -> Option<crate::producer::ConsumerGroupMetadata> {
+        let g = self.group.as_ref()?;
+        let (generation_id, member_id) = g.shared().identity();
+        Some(crate::producer::ConsumerGroupMetadata {
+            group_id: g.shared().group_id.clone(),
+            generation_id,
+            member_id,
+            group_instance_id: self.cfg.group_instance_id.clone(),
+        })
+    }
+
     // ---- closing ----
 
     /// Closes within Kafka's default 30 s: commits (auto-commit), revokes the partitions

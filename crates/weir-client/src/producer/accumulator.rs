@@ -237,6 +237,8 @@ pub struct AccumulatorConfig {
     pub delivery_timeout: Duration,
     pub retry_backoff: Duration,
     pub retry_backoff_max: Duration,
+    /// Batches carry the transactional bit (a `transactional.id` producer's).
+    pub transactional: bool,
 }
 
 /// What `expire` removed: how many batches, and whether any had a sequence number (a
@@ -561,6 +563,7 @@ impl Accumulator {
                 };
                 if let Some((pid, epoch, seq)) = fields {
                     builder.set_producer_state(pid, epoch, seq);
+                    builder.set_transactional(self.cfg.transactional);
                     batch.producer = Some((pid, epoch, seq));
                 }
                 let codec = builder.compression();
@@ -691,17 +694,20 @@ impl Accumulator {
         self.closing.load(Ordering::SeqCst)
     }
 
-    /// Fails everything still queued (a forced close).
-    pub fn abort_all(&self, error: ClientError) {
+    /// Fails everything still queued (a forced close, an aborted transaction). Returns
+    /// whether a failed batch had a sequence (a gap only a new epoch closes).
+    pub fn abort_all(&self, error: ClientError) -> bool {
         let all: Vec<ProducerBatch> = self
             .queues()
             .values()
             .flat_map(|queue| std::mem::take(&mut *queue.lock()))
             .collect();
+        let sequenced = all.iter().any(|b| b.producer.is_some());
         for b in all {
             self.done(b.record_count());
             b.fail(error.clone(), &self.pool);
         }
+        sequenced
     }
 
     /// Splits a batch the broker refused as too large into smaller batches (one record
@@ -808,6 +814,7 @@ mod tests {
                 delivery_timeout: Duration::from_millis(1000),
                 retry_backoff: Duration::from_millis(100),
                 retry_backoff_max: Duration::from_millis(1000),
+                transactional: false,
             },
             Arc::new(BufferPool::new(memory, batch_size)),
         )

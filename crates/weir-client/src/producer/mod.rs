@@ -2,7 +2,9 @@
 //! custom `Partitioner`, murmur2 of the key, or sticky), waits for metadata and memory up to
 //! `max.block.ms` (the backpressure users see), and appends to the accumulator; the sender,
 //! on the producer's own I/O thread (`io_thread`), batches, sends, retries and reports each
-//! record through a future, a callback or a listener. Idempotence is on by default.
+//! record through a future, a callback or a listener. Idempotence is on by default; with a
+//! `transactional.id`, records and a consumer group's offsets commit or abort together
+//! (`transactions`).
 
 pub mod accumulator;
 pub mod buffer_pool;
@@ -10,6 +12,7 @@ mod clock;
 mod io_thread;
 pub mod record;
 pub mod sender;
+pub mod transactions;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,6 +30,7 @@ use buffer_pool::BufferPool;
 use record::Notifier;
 pub use record::{DeliveryFuture, DeliveryListener, ProducerRecord, RecordMetadata};
 use sender::Sender;
+pub use transactions::ConsumerGroupMetadata;
 use weir_kafka::{ErrorCode, TopicPartition};
 
 /// A Kafka producer. Cheap to clone; every clone feeds the same batches.
@@ -107,6 +111,7 @@ impl Producer {
                 delivery_timeout: cfg.delivery_timeout,
                 retry_backoff: cfg.retry_backoff,
                 retry_backoff_max: cfg.retry_backoff_max,
+                transactional: cfg.transactional_id.is_some(),
             },
             pool,
         ));
@@ -182,6 +187,10 @@ impl Producer {
 
     async fn enqueue(&self, record: ProducerRecord, notifier: Notifier<'_>) -> Result<()> {
         let inner = &self.inner;
+        let txn = inner.sender.txn.as_ref();
+        if let Some(t) = txn {
+            t.check_send()?;
+        }
         let headers: Vec<Header<'_>> = record
             .headers
             .iter()
@@ -276,7 +285,61 @@ impl Producer {
                 .sticky
                 .update(&entry.sticky, partition, appended, full, n, sticky_load);
         }
+        if txn.is_some_and(|t| t.note_partition(&queue.tp)) {
+            // The sender adds it to the transaction before sending its batch.
+            inner.acc.wake_sender.notify_one();
+        }
         Ok(())
+    }
+
+    // ---- transactions ----
+
+    /// Readies a producer with a `transactional.id` (Kafka's `initTransactions`): gets
+    /// its producer id and a new epoch from the id's coordinator, which fences every
+    /// older producer with the same id and finishes the transaction it left open. Once,
+    /// before the first transaction; waits up to `max.block.ms` (a timeout may be retried).
+    pub async fn init_transactions(&self) -> Result<()> {
+        let deadline = Instant::now() + self.inner.cfg.max_block;
+        self.inner.sender.init_transactions(deadline).await
+    }
+
+    /// Begins a transaction: the records sent from now on, and the offsets given to
+    /// `send_offsets_to_transaction`, commit or abort together.
+    pub fn begin_transaction(&self) -> Result<()> {
+        self.inner.sender.begin_transaction()
+    }
+
+    /// Commits a consumer group's offsets (each the *next* offset to read) with this
+    /// transaction: the group sees them only if it commits (KIP-447: `group` is the
+    /// consumer's `Consumer::group_metadata`, so a consumer fenced by a rebalance cannot
+    /// commit). Waits up to `max.block.ms`.
+    pub async fn send_offsets_to_transaction(
+        &self,
+        offsets: &HashMap<TopicPartition, crate::consumer::OffsetAndMetadata>,
+        group: &ConsumerGroupMetadata,
+    ) -> Result<()> {
+        let deadline = Instant::now() + self.inner.cfg.max_block;
+        self.inner
+            .sender
+            .send_offsets(offsets, group, deadline)
+            .await
+    }
+
+    /// Commits the transaction once every record of it is acknowledged. An abortable
+    /// error (`ClientError::TransactionAbortable`: a record or the offsets were not
+    /// written) leaves it to `abort_transaction`; a timeout (`max.block.ms`) may be
+    /// retried with another `commit_transaction`.
+    pub async fn commit_transaction(&self) -> Result<()> {
+        let deadline = Instant::now() + self.inner.cfg.max_block;
+        self.inner.sender.end_transaction(true, deadline).await
+    }
+
+    /// Aborts the transaction: records not yet sent fail with
+    /// `ClientError::TransactionAborted`, and read_committed consumers never see those
+    /// that were. Waits up to `max.block.ms`.
+    pub async fn abort_transaction(&self) -> Result<()> {
+        let deadline = Instant::now() + self.inner.cfg.max_block;
+        self.inner.sender.end_transaction(false, deadline).await
     }
 
     /// The topic's cached entry if the metadata has not changed since it was made.

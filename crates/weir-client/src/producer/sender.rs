@@ -22,10 +22,11 @@ use crate::cluster::Cluster;
 use crate::config::{Acks, ProducerConfig};
 use crate::error::{ClientError, Result};
 use crate::producer::accumulator::{Accumulator, ProducerBatch};
+use crate::producer::transactions::{fatal_produce_error, Transactions};
 use weir_kafka::TopicPartition;
 
 const PRODUCE_VERSIONS: (i16, i16) = (3, 9);
-const INIT_PRODUCER_ID_VERSIONS: (i16, i16) = (0, 4);
+pub(crate) const INIT_PRODUCER_ID_VERSIONS: (i16, i16) = (0, 4);
 
 /// Producer id and sequences (the idempotent part of Kafka's `TransactionManager`).
 #[derive(Debug, Default)]
@@ -48,6 +49,10 @@ pub(crate) struct Sender {
     pub cluster: Arc<Cluster>,
     pub acc: Arc<Accumulator>,
     idempotence: Mutex<Option<Idempotence>>,
+    /// A `transactional.id` producer's transactions: its producer id comes from
+    /// `init_transactions`, and a batch goes out only once its partition is in the
+    /// transaction.
+    pub(crate) txn: Option<Transactions>,
     in_flight: Mutex<HashMap<i32, Arc<Semaphore>>>,
     /// Requests sent and not answered (for flush and close).
     outstanding: Arc<std::sync::atomic::AtomicUsize>,
@@ -63,7 +68,12 @@ pub(crate) fn latency_histogram() -> hdrhistogram::Histogram<u64> {
 
 impl Sender {
     pub fn new(cfg: ProducerConfig, cluster: Arc<Cluster>, acc: Arc<Accumulator>) -> Arc<Self> {
+        let txn = cfg
+            .transactional_id
+            .clone()
+            .map(|id| Transactions::new(id, cfg.transaction_timeout));
         Arc::new(Sender {
+            txn,
             cfg,
             cluster,
             acc,
@@ -74,8 +84,33 @@ impl Sender {
         })
     }
 
+    /// The producer id and epoch batches are stamped with, once known.
+    pub(crate) fn producer_id_and_epoch(&self) -> Option<(i64, i16)> {
+        self.idempotence
+            .lock()
+            .ok()
+            .and_then(|i| i.as_ref().map(|i| (i.producer_id, i.epoch)))
+    }
+
+    /// Takes a new producer id or epoch: every partition's sequences start again at 0,
+    /// and queued batches are restamped when drained.
+    pub(crate) fn set_producer(&self, producer_id: i64, epoch: i16) {
+        self.acc.clear_producer_state();
+        if let Ok(mut i) = self.idempotence.lock() {
+            *i = Some(Idempotence {
+                producer_id,
+                epoch,
+                next_sequence: HashMap::new(),
+                acked_through: HashMap::new(),
+                bump_required: false,
+            });
+        }
+    }
+
     async fn init_producer_id(&self) -> Result<()> {
-        if !self.cfg.enable_idempotence
+        // A transactional producer's id comes from init_transactions.
+        if self.txn.is_some()
+            || !self.cfg.enable_idempotence
             || self
                 .idempotence
                 .lock()
@@ -146,6 +181,11 @@ impl Sender {
     }
 
     fn require_bump(&self) {
+        // In a transaction, the abort bumps the epoch (through the coordinator).
+        if let Some(t) = &self.txn {
+            t.require_bump();
+            return;
+        }
         if let Ok(mut i) = self.idempotence.lock() {
             if let Some(i) = i.as_mut() {
                 i.bump_required = true;
@@ -170,16 +210,7 @@ impl Sender {
             Err(e) if !e.is_retriable() => self.request_producer_id(-1, -1).await?,
             Err(e) => return Err(e),
         };
-        self.acc.clear_producer_state();
-        if let Ok(mut i) = self.idempotence.lock() {
-            *i = Some(Idempotence {
-                producer_id: new_pid,
-                epoch: new_epoch,
-                next_sequence: HashMap::new(),
-                acked_through: HashMap::new(),
-                bump_required: false,
-            });
-        }
+        self.set_producer(new_pid, new_epoch);
         tracing::info!(
             producer_id = new_pid,
             epoch = new_epoch,
@@ -229,8 +260,23 @@ impl Sender {
                 }
             }
             let now = Instant::now();
-            if self.acc.expire(now).sequenced {
+            let expired = self.acc.expire(now);
+            if expired.sequenced {
                 self.require_bump();
+            }
+            if let Some(t) = &self.txn {
+                if expired.batches > 0 {
+                    let e = ClientError::Timeout {
+                        what: format!("{} batch(es) of the transaction expired", expired.batches),
+                        ms: self.cfg.delivery_timeout.as_millis() as u64,
+                    };
+                    self.txn_failed(e, false);
+                }
+                // Records that came in after the transaction failed fail too.
+                self.fail_undrainable();
+                if t.start_adding() {
+                    tokio::spawn(self.clone().add_partitions());
+                }
             }
             if metadata_due {
                 let _ = self.cluster.refresh(None, false).await;
@@ -301,6 +347,10 @@ impl Sender {
         let mut ids = self.idempotence.lock().unwrap_or_else(|e| e.into_inner());
         for i in 0..partitions.len() {
             let tp = &partitions[(start + i) % partitions.len()];
+            if self.txn.as_ref().is_some_and(|t| !t.may_send(tp)) {
+                // Not in the transaction yet: it waits for AddPartitionsToTxn.
+                continue;
+            }
             let budget = self.cfg.max_request_size.saturating_sub(size);
             let mut assign = |tp: &TopicPartition, records: usize| -> Option<(i64, i16, i32)> {
                 let id = ids.as_mut()?;
@@ -464,6 +514,9 @@ impl Sender {
             topics.entry(b.tp.topic.to_string()).or_default().push(pd);
         }
         let mut req = ProduceRequest::default();
+        req.transactional_id = self.txn.as_ref().map(|t| {
+            kafka_protocol::messages::TransactionalId(StrBytes::from_string(t.id.clone()))
+        });
         req.acks = self.cfg.acks.wire();
         req.timeout_ms = self
             .cfg
@@ -506,6 +559,10 @@ impl Sender {
             // Its sequences will never be written: the batches after it need a new epoch.
             self.require_bump();
         }
+        self.txn_failed(
+            ClientError::kafka(E::InvalidRecord.code(), Some(reason.clone())),
+            false,
+        );
         let records = batch.record_count();
         batch.fail_each(
             |i| match i32::try_from(i).ok().and_then(|i| named.get(&i)) {
@@ -564,10 +621,15 @@ impl Sender {
                 // (as with UNKNOWN_PRODUCER_ID): a new epoch restarts the sequences.
                 let out_of_order = e.code() == Some(E::OutOfOrderSequenceNumber.code());
                 let unknown_producer = e.code() == Some(E::UnknownProducerId.code());
-                if unknown_producer || (out_of_order && self.is_next_sequence(&batch)) {
+                let lost_state =
+                    unknown_producer || (out_of_order && self.is_next_sequence(&batch));
+                if lost_state {
                     self.require_bump();
                 }
-                let retriable = e.is_retriable() || out_of_order || unknown_producer;
+                // A transaction cannot go on past lost producer state: the abort bumps
+                // the epoch, and the next transaction starts the sequences again.
+                let retriable = (e.is_retriable() || out_of_order || unknown_producer)
+                    && !(lost_state && self.txn.is_some());
                 if retriable && batch.attempts < self.cfg.retries && !expired {
                     self.acc.reenqueue(batch, now);
                 } else {
@@ -576,6 +638,8 @@ impl Sender {
                     if batch.producer.is_some() {
                         self.require_bump();
                     }
+                    let fatal = fatal_produce_error(&e);
+                    self.txn_failed(e.clone(), fatal);
                     batch.fail(e, &self.acc.pool);
                     self.acc.done(records);
                 }
