@@ -1,6 +1,11 @@
 //! `weir produce`: one record per line of stdin (Kafka's console producer), split into key
 //! and value at the first `--key-separator` when given. It exits 0 only once every record
 //! is acknowledged; otherwise it says how many failed and why, and exits 1.
+//!
+//! With `--property transactional.id=ID` what it reads is committed as one transaction, or
+//! as one every `--transaction-size N` lines; on any failure the open transaction is
+//! aborted (read_committed consumers never see it) and it exits 1, saying how many records
+//! earlier transactions committed.
 
 use std::io::BufRead;
 use std::process::ExitCode;
@@ -33,6 +38,9 @@ pub struct Args {
     /// Write every record to this partition instead of letting the partitioner choose.
     #[arg(long)]
     partition: Option<i32>,
+    /// With transactional.id: commit every N lines instead of all of stdin at once.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    transaction_size: Option<u64>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -79,6 +87,17 @@ async fn produce(args: Args, settings: Vec<(String, String)>) -> ExitCode {
         Ok(p) => p,
         Err(e) => return usage(&e.to_string()),
     };
+    let transactional = producer.config().transactional_id.is_some();
+    if args.transaction_size.is_some() && !transactional {
+        return usage("--transaction-size needs --property transactional.id=ID");
+    }
+    if transactional {
+        if let Err(e) = producer.init_transactions().await {
+            eprintln!("weir produce: initializing transactions: {e}");
+            let _ = producer.close(Duration::ZERO).await;
+            return ExitCode::FAILURE;
+        }
+    }
     let outcome = Arc::new(Tally::default());
     let listener: Arc<dyn DeliveryListener> = outcome.clone();
     let sep = args.key_separator.as_deref().map(str::as_bytes);
@@ -89,6 +108,10 @@ async fn produce(args: Args, settings: Vec<(String, String)>) -> ExitCode {
     let topic: std::sync::Arc<str> = args.topic.as_str().into();
     let mut number = 0u64;
     let mut stopped: Option<String> = None;
+    // Transactional: records in the open transaction, and those earlier ones committed.
+    let mut in_transaction = 0u64;
+    let mut committed = 0u64;
+    let mut aborted = false;
     loop {
         line.clear();
         match stdin.read_until(b'\n', &mut line) {
@@ -125,16 +148,76 @@ async fn produce(args: Args, settings: Vec<(String, String)>) -> ExitCode {
             None => record.value = Some(Bytes::copy_from_slice(&line)),
         }
         record.partition = args.partition;
+        // A transaction opens with its first record, so that none is ever empty.
+        if transactional && in_transaction == 0 {
+            if let Err(e) = producer.begin_transaction() {
+                stopped = Some(format!("beginning a transaction: {e}"));
+                break;
+            }
+        }
         let sent = producer.send_with_listener(record, &listener, number).await;
         if let Err(e) = sent {
             stopped = Some(format!("record {number} was not sent: {e}"));
             break;
+        }
+        if transactional {
+            in_transaction += 1;
+            if Some(in_transaction) == args.transaction_size {
+                if let Err(e) = producer.commit_transaction().await {
+                    stopped = Some(format!(
+                        "committing lines {}..={number}: {e}",
+                        number - in_transaction + 1
+                    ));
+                    break;
+                }
+                committed += in_transaction;
+                in_transaction = 0;
+            }
+        }
+    }
+    if transactional && in_transaction > 0 {
+        let ended = if stopped.is_none() {
+            producer.commit_transaction().await.map_err(|e| {
+                format!(
+                    "committing lines {}..={number}: {e}",
+                    number - in_transaction + 1
+                )
+            })
+        } else {
+            Err(String::new())
+        };
+        match ended {
+            Ok(()) => committed += in_transaction,
+            Err(why) => {
+                if stopped.is_none() {
+                    stopped = Some(why);
+                }
+                // What the transaction sent is aborted: read_committed readers never see it.
+                match producer.abort_transaction().await {
+                    Ok(()) => aborted = true,
+                    Err(e) => eprintln!("weir produce: aborting the open transaction: {e}"),
+                }
+            }
         }
     }
     // Whatever was sent gets its chance to be acknowledged before we report.
     let _ = producer.flush().await;
     let close_wait = producer.config().delivery_timeout + Duration::from_secs(1);
     let _ = producer.close(close_wait).await;
+    if transactional {
+        return match stopped {
+            None => ExitCode::SUCCESS,
+            Some(why) => {
+                let open = if aborted {
+                    "; the open transaction was aborted"
+                } else {
+                    ""
+                };
+                eprintln!("weir produce: {why}{open} ({committed} records committed before it)");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let (acked, failed) = (outcome.acked(), outcome.failed());
     let first = outcome
         .first_error()

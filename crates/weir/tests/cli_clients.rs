@@ -247,6 +247,113 @@ fn produce_fails_clearly() {
 }
 
 #[test]
+fn a_transactional_produce_commits_what_it_read_or_aborts_it() {
+    let s = serve();
+    let b = s.bootstrap.as_str();
+    ok(&weir(
+        &[
+            "topics",
+            "create",
+            "--bootstrap",
+            b,
+            "--topic",
+            "txn",
+            "--partitions",
+            "2",
+        ],
+        b"",
+    ));
+    let txn = ["--property", "transactional.id=cli-txn"];
+    let produce = |extra: &[&str], input: &[u8]| {
+        let mut args = vec![
+            "produce",
+            "--bootstrap",
+            b,
+            "--topic",
+            "txn",
+            "--key-separator",
+            "|",
+        ];
+        args.extend_from_slice(&txn);
+        args.extend_from_slice(extra);
+        weir(&args, input)
+    };
+    // 250 lines in transactions of 100: three commits, the last one short.
+    let mut good = Vec::new();
+    for i in 0..250 {
+        writeln!(good, "k{}|committed {i}", i % 3).unwrap();
+    }
+    let out = produce(&["--transaction-size", "100"], &good);
+    ok(&out);
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+
+    // A bad line after 2000 good ones: what was sent is aborted, and the command says so.
+    let mut bad = Vec::new();
+    for i in 0..2000 {
+        writeln!(bad, "k{}|aborted {i}", i % 3).unwrap();
+    }
+    bad.extend_from_slice(b"no separator here\n");
+    let out = produce(&[], &bad);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("line 2001 has no key separator"), "{err}");
+    assert!(err.contains("the open transaction was aborted"), "{err}");
+    assert!(err.contains("(0 records committed before it)"), "{err}");
+
+    let read = |isolation: &str| {
+        let level = format!("isolation.level={isolation}");
+        let args = [
+            "consume",
+            "--bootstrap",
+            b,
+            "--topic",
+            "txn",
+            "--from-beginning",
+            "--timeout-ms",
+            "3000",
+            "--property",
+            &level,
+        ];
+        records(&weir(&args, b""))
+    };
+    let committed = read("read_committed");
+    let mut values: Vec<String> = committed
+        .iter()
+        .map(|r| r["value"].as_str().unwrap().to_string())
+        .collect();
+    values.sort_by_key(|v| v[10..].parse::<u32>().unwrap());
+    let want: Vec<String> = (0..250).map(|i| format!("committed {i}")).collect();
+    assert_eq!(
+        values, want,
+        "read_committed sees exactly the committed lines"
+    );
+    // read_uncommitted sees at least as much (the aborted records that reached the log too).
+    assert!(read("read_uncommitted").len() >= 250);
+
+    // --transaction-size is for transactions only; misuse is a usage error.
+    let out = weir(
+        &[
+            "produce",
+            "--bootstrap",
+            b,
+            "--topic",
+            "txn",
+            "--transaction-size",
+            "10",
+        ],
+        b"x\n",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--transaction-size needs"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = produce(&["--transaction-size", "0"], b"x\n");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
 fn topics_lifecycle_in_tables_and_json() {
     let s = serve();
     let b = s.bootstrap.as_str();
