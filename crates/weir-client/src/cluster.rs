@@ -316,6 +316,14 @@ impl Cluster {
         }
     }
 
+    /// The broker last found to coordinate `key`, if any.
+    pub fn known_coordinator(&self, kind: CoordinatorKind, key: &str) -> Option<i32> {
+        self.coordinators
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&(kind, key.to_string())).copied())
+    }
+
     /// The coordinator of `group` (FindCoordinator, cached).
     pub async fn coordinator(&self, group: &str) -> Result<Arc<BrokerConnection>> {
         self.coordinator_of(CoordinatorKind::Group, group).await

@@ -15,6 +15,7 @@ mod quotas;
 mod serve;
 mod tally;
 mod topics;
+mod transactions;
 mod users;
 
 use std::process::ExitCode;
@@ -61,6 +62,9 @@ enum Command {
     Quotas(quotas::Args),
     /// The brokers of the cluster, its controller, and where the partitions are led.
     Cluster(cluster::Args),
+    /// List and describe transactions, and the producers of a partition
+    /// (kafka-transactions.sh).
+    Transactions(transactions::Args),
 }
 
 fn main() -> ExitCode {
@@ -78,5 +82,6 @@ fn main() -> ExitCode {
         Command::Quotas(args) => quotas::run(args),
         Command::Configs(args) => configs::run(args),
         Command::Cluster(args) => cluster::run(args),
+        Command::Transactions(args) => transactions::run(args),
     }
 }

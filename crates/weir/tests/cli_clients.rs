@@ -351,6 +351,110 @@ fn a_transactional_produce_commits_what_it_read_or_aborts_it() {
     );
     let out = produce(&["--transaction-size", "0"], b"x\n");
     assert_eq!(out.status.code(), Some(2));
+
+    // weir transactions sees what the last run left: its id, aborted, nothing open.
+    let list = json(&weir(
+        &["transactions", "list", "--bootstrap", b, "--json"],
+        b"",
+    ));
+    assert_eq!(
+        list,
+        serde_json::json!([{"transactional_id": "cli-txn", "coordinator": 1,
+                            "producer_id": list[0]["producer_id"], "state": "CompleteAbort"}])
+    );
+    let pid = list[0]["producer_id"].as_i64().unwrap();
+    let listed = |filter: &[&str]| {
+        let mut args = vec!["transactions", "list", "--bootstrap", b, "--json"];
+        args.extend_from_slice(filter);
+        json(&weir(&args, b"")).as_array().unwrap().len()
+    };
+    assert_eq!(listed(&["--state", "CompleteAbort"]), 1);
+    assert_eq!(listed(&["--state", "Ongoing"]), 0);
+    assert_eq!(listed(&["--producer-id", &(pid + 1).to_string()]), 0);
+    let d = json(&weir(
+        &[
+            "transactions",
+            "describe",
+            "--bootstrap",
+            b,
+            "--transactional-id",
+            "cli-txn",
+            "--json",
+        ],
+        b"",
+    ));
+    assert_eq!(d["state"], "CompleteAbort", "{d}");
+    assert_eq!(d["producer_id"], pid, "{d}");
+    assert_eq!(d["coordinator"], 1, "{d}");
+    assert_eq!(d["partitions"], serde_json::json!([]), "{d}");
+    // Each run of weir produce with the id bumped the epoch once (two ran).
+    assert_eq!(d["producer_epoch"], 1, "{d}");
+    // The keys may all hash to one partition: ask both.
+    let producers = |partition: &str| {
+        json(&weir(
+            &[
+                "transactions",
+                "describe-producers",
+                "--bootstrap",
+                b,
+                "--topic",
+                "txn",
+                "--partition",
+                partition,
+                "--json",
+            ],
+            b"",
+        ))
+        .as_array()
+        .unwrap()
+        .clone()
+    };
+    let p = serde_json::Value::Array([producers("0"), producers("1")].concat());
+    let ours: Vec<&serde_json::Value> = p
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["producer_id"] == pid)
+        .collect();
+    assert!(!ours.is_empty(), "{p}");
+    for o in ours {
+        assert_eq!(
+            o["current_txn_start_offset"],
+            serde_json::Value::Null,
+            "{p}"
+        );
+        assert_eq!(o["producer_epoch"], 1, "{p}");
+        // The abort's marker carries the coordinator epoch it was written under.
+        assert!(o["coordinator_epoch"].as_i64().unwrap() >= 0, "{p}");
+    }
+
+    let out = weir(
+        &[
+            "transactions",
+            "describe",
+            "--bootstrap",
+            b,
+            "--transactional-id",
+            "nobody",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("TRANSACTIONAL_ID_NOT_FOUND"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = weir(
+        &["transactions", "list", "--bootstrap", b, "--state", "Bogus"],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("'Bogus' is not a transaction state"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

@@ -12,8 +12,8 @@
 //! This file owns the client, its settings, and the two steps every operation shares:
 //! `Admin::send` (where a request goes, retries, routing errors) and `match_answers` (each
 //! answered item back to what was asked). The operations live one resource a file
-//! (`topics`, `configs`, `groups`, `cluster`, `acls`, `quotas`); none sends a request
-//! any other way.
+//! (`topics`, `configs`, `groups`, `transactions`, `cluster`, `acls`, `quotas`); none
+//! sends a request any other way.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -24,7 +24,7 @@ use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Request, StrBytes};
 use kafka_protocol::ResponseError as E;
 
-use crate::cluster::{Cluster, ClusterConfig};
+use crate::cluster::{Cluster, ClusterConfig, CoordinatorKind};
 use crate::conn::BrokerConnection;
 use crate::error::{ClientError, Result};
 use crate::props::Props;
@@ -35,6 +35,7 @@ mod configs;
 mod groups;
 mod quotas;
 mod topics;
+mod transactions;
 
 pub use cluster::{BrokerDescription, ClusterDescription};
 pub use configs::AlterConfigOp;
@@ -43,6 +44,7 @@ pub use quotas::{QuotaAlteration, QuotaEntity, QuotaMatch};
 pub use topics::{
     ListedOffset, NewTopic, OffsetSpec, PartitionDescription, Reassignment, TopicDescription,
 };
+pub use transactions::{ProducerDescription, TransactionDescription, TransactionListing};
 /// The ACL and config vocabulary of the admin API is Kafka's, defined once in weir-kafka.
 pub use weir_kafka::acl::{
     AclBinding, AclBindingFilter, Operation, PatternFilter, PatternType, Permission, ResourceType,
@@ -94,6 +96,8 @@ enum Route<'a> {
     Controller,
     /// The group's coordinator.
     Coordinator(&'a str),
+    /// The transactional id's coordinator.
+    TxnCoordinator(&'a str),
     /// A broker the metadata just read names: a partition's leader, a broker whose groups
     /// are listed.
     Node(i32),
@@ -277,6 +281,11 @@ impl Admin {
                 }
             }
             Route::Coordinator(group) => self.cluster.coordinator(group).await,
+            Route::TxnCoordinator(id) => {
+                self.cluster
+                    .coordinator_of(CoordinatorKind::Transaction, id)
+                    .await
+            }
             Route::Node(id) => self.cluster.node(id).await,
             Route::Broker(id) => {
                 self.cluster.refresh(Some(&[]), false).await?;
@@ -308,8 +317,12 @@ impl Admin {
                 .into_iter()
                 .find(|c| is_routing_error(*c));
             if let Some(code) = routing {
-                if let Route::Coordinator(group) = route {
-                    self.cluster.forget_coordinator(group);
+                match route {
+                    Route::Coordinator(group) => self.cluster.forget_coordinator(group),
+                    Route::TxnCoordinator(id) => self
+                        .cluster
+                        .forget_coordinator_of(CoordinatorKind::Transaction, id),
+                    _ => {}
                 }
                 return Err(ClientError::kafka(code, None));
             }

@@ -431,7 +431,7 @@ impl Admin {
 
     /// Sends the request `build` makes for each leader's share of `items` to that leader,
     /// and matches the partitions `answers` reads from its answer to that share.
-    async fn to_leaders<'a, T: Copy, R: Request, V: Clone>(
+    pub(super) async fn to_leaders<'a, T: Copy, R: Request, V: Clone>(
         &self,
         what: &str,
         api: &str,
