@@ -888,6 +888,11 @@ impl LogSegment {
         }
         self.time_index
             .maybe_append(max_ts.timestamp, max_ts.offset, true)?;
+        // Trimmed to their entries, as a roll leaves them: a file at full size would be
+        // read at the next start as that many entries, its zeroed tail among them. The
+        // log makes the active segment's indexes whole again once loading is done.
+        self.offset_index.trim_to_valid_size()?;
+        self.time_index.trim_to_valid_size()?;
         self.max_timestamp_so_far = Some(max_ts);
         self.bytes_since_last_index_entry = valid_bytes - last_index_entry;
         Ok(RecoveryResult {

@@ -235,6 +235,71 @@ fn unclean_restart_recovers_and_truncates_a_torn_tail() {
     assert_eq!(info.first_offset, 120);
 }
 
+/// Recovery rebuilds indexes at their full size; a segment that is not the active one must
+/// leave it trimmed to its entries (as a roll does), or the next start reads the zeroed
+/// tail as entries, finds the time index out of order, and rebuilds it again every time.
+#[test]
+fn recovered_segments_leave_trimmed_indexes_that_the_next_start_trusts() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("t-0");
+    let mut log = PartitionLog::create(
+        &pdir,
+        TopicPartition::new("t", 0),
+        uuid::Uuid::new_v4(),
+        small_config(),
+        NOW,
+    )
+    .unwrap();
+    for i in 0..40 {
+        log.append_as_leader(
+            simple_batch(Compression::None, 4, &format!("x{i}"), NOW + i),
+            0,
+            NOW,
+            AppendOrigin::Client,
+        )
+        .unwrap();
+    }
+    let bases = log.segment_bases();
+    assert!(bases.len() >= 4, "several rolled segments: {bases:?}");
+    drop(log); // a crash
+    let params = |rp: i64| LoadParams {
+        recovery_point: Some(rp),
+        log_start_offset: None,
+        had_clean_shutdown: false,
+        now_ms: NOW,
+    };
+    let cfg = small_config();
+    let (log, report) =
+        PartitionLog::open(&pdir, TopicPartition::new("t", 0), cfg.clone(), params(0)).unwrap();
+    assert_eq!(
+        report.recovered_segments,
+        bases.len(),
+        "all recovered from 0"
+    );
+    let end = log.log_end_offset();
+    let before = read_all(&log);
+    drop(log);
+    for base in &bases[..bases.len() - 1] {
+        for (suffix, entry) in [("index", 8u64), ("timeindex", 12)] {
+            let len = std::fs::metadata(pdir.join(format!("{base:020}.{suffix}")))
+                .unwrap()
+                .len();
+            assert!(
+                len.is_multiple_of(entry) && len < cfg.segment_index_bytes as u64 - entry,
+                "{base:020}.{suffix} is {len} bytes: not trimmed to its entries"
+            );
+        }
+    }
+    // Crash again with everything below the active segment flushed: only it is recovered.
+    let (log, report) =
+        PartitionLog::open(&pdir, TopicPartition::new("t", 0), cfg, params(end)).unwrap();
+    assert_eq!(
+        report.recovered_segments, 1,
+        "the inactive segments' indexes were trusted"
+    );
+    assert_eq!(read_all(&log), before);
+}
+
 fn idempotent_batch(pid: i64, epoch: i16, seq: i32, n: usize, tag: &str) -> Vec<u8> {
     let mut b =
         weir_record::BatchBuilder::new(Compression::Lz4, 0, usize::MAX).producer(pid, epoch, seq);
