@@ -28,6 +28,11 @@ pub struct Args {
     /// Largest size one compressed batch may inflate to.
     #[arg(long, default_value_t = MAX_DECOMPRESSED_BATCH_BYTES)]
     max_decompressed_bytes: usize,
+    /// Decode records as `__transaction_state`'s (TransactionLogKey/Value), as Kafka's
+    /// `--transaction-log-decoder` does; on by itself for files in a
+    /// `__transaction_state-N` directory.
+    #[arg(long)]
+    transaction_log_decoder: bool,
     /// Segment files (`.log`), offset indexes (`.index`), time indexes (`.timeindex`),
     /// aborted-transaction indexes (`.txnindex`), offset and leader-epoch checkpoints, producer `.snapshot`s, `partition.metadata`,
     /// `meta.properties`; a
@@ -285,6 +290,12 @@ fn min_length(magic: i8) -> Option<i32> {
 }
 
 fn dump_segment<W: Write>(path: &Path, args: &Args, out: &mut Printer<W>) -> io::Result<()> {
+    let in_txn_state_dir = path
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.parent().and_then(|d| d.file_name()).map(|n| n.to_owned()))
+        .is_some_and(|n| n.to_string_lossy().starts_with("__transaction_state-"));
+    let txn_log = args.transaction_log_decoder || in_txn_state_dir;
     let file = File::open(path)?;
     let len = file.metadata()?.len();
     let mut reader = BufReader::with_capacity(1 << 20, file);
@@ -333,7 +344,7 @@ fn dump_segment<W: Write>(path: &Path, args: &Args, out: &mut Printer<W>) -> io:
             break;
         }
         match LogEntry::parse(&buf) {
-            Ok(entry) => dump_entry(pos, entry, args, out)?,
+            Ok(entry) => dump_entry(pos, entry, args, txn_log, out)?,
             Err(e) => out.emit(json!({
                 "kind": "batch",
                 "position": pos,
@@ -381,6 +392,7 @@ fn dump_entry<W: Write>(
     pos: u64,
     entry: LogEntry<'_>,
     args: &Args,
+    txn_log: bool,
     out: &mut Printer<W>,
 ) -> io::Result<()> {
     let limit = args.max_decompressed_bytes;
@@ -478,6 +490,9 @@ fn dump_entry<W: Write>(
         rec.insert("key".into(), json::bytes(r.key));
         rec.insert("value".into(), json::bytes(r.value));
         rec.insert("headers".into(), json::headers(r.headers));
+        if txn_log && !is_control {
+            rec.insert("transaction_log".into(), transaction_log(r.key, r.value));
+        }
         if is_control {
             match ControlRecordType::parse_key(r.key) {
                 Ok(t) => {
@@ -494,4 +509,79 @@ fn dump_entry<W: Write>(
         out.emit(Value::Object(rec))?;
     }
     Ok(())
+}
+
+/// A `__transaction_state` record as its fields: the transactional id and what the
+/// coordinator knew of it (null for a tombstone), or an error that says why not.
+fn transaction_log(key: Option<&[u8]>, value: Option<&[u8]>) -> Value {
+    let id = match key.map(weir_txn::records::decode_key) {
+        Some(Ok(id)) => id,
+        Some(Err(e)) => return json!({"error": format!("key: {e}")}),
+        None => return json!({"error": "key: null"}),
+    };
+    let Some(value) = value else {
+        return json!({"transactional_id": id, "value": Value::Null});
+    };
+    match weir_txn::records::decode_value(value) {
+        Ok(v) => json!({
+            "transactional_id": id,
+            "producer_id": v.producer_id,
+            "producer_epoch": v.producer_epoch,
+            "transaction_timeout_ms": v.transaction_timeout_ms,
+            "state": v.state.name(),
+            "partitions": v.partitions.map(|topics| topics
+                .into_iter()
+                .flat_map(|(t, ps)| ps.into_iter().map(move |p| format!("{t}-{p}")))
+                .collect::<Vec<_>>()),
+            "last_update_timestamp_ms": v.last_update_timestamp_ms,
+            "start_timestamp_ms": v.start_timestamp_ms,
+        }),
+        Err(e) => json!({"transactional_id": id, "error": format!("value: {e}")}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transaction_log_records_are_shown_by_their_fields() {
+        // TransactionLogKey v0 "eos": i16 version, i16 length, bytes.
+        let key = [0, 0, 0, 3, b'e', b'o', b's'];
+        // TransactionLogValue v0: producer 7, epoch 2, timeout 30000, PrepareCommit (2),
+        // one topic "t" with partitions [0, 3], update 100, start 90.
+        let mut value = vec![0, 0];
+        value.extend_from_slice(&7i64.to_be_bytes());
+        value.extend_from_slice(&2i16.to_be_bytes());
+        value.extend_from_slice(&30000i32.to_be_bytes());
+        value.push(2);
+        value.extend_from_slice(&1i32.to_be_bytes());
+        value.extend_from_slice(&[0, 1, b't']);
+        value.extend_from_slice(&2i32.to_be_bytes());
+        value.extend_from_slice(&0i32.to_be_bytes());
+        value.extend_from_slice(&3i32.to_be_bytes());
+        value.extend_from_slice(&100i64.to_be_bytes());
+        value.extend_from_slice(&90i64.to_be_bytes());
+        assert_eq!(
+            transaction_log(Some(&key), Some(&value)),
+            json!({"transactional_id": "eos", "producer_id": 7, "producer_epoch": 2,
+                   "transaction_timeout_ms": 30000, "state": "PrepareCommit",
+                   "partitions": ["t-0", "t-3"], "last_update_timestamp_ms": 100,
+                   "start_timestamp_ms": 90})
+        );
+        assert_eq!(
+            transaction_log(Some(&key), None),
+            json!({"transactional_id": "eos", "value": null})
+        );
+        let cut = transaction_log(Some(&key), Some(&value[..12]));
+        assert_eq!(cut["transactional_id"], "eos");
+        assert!(
+            cut["error"].as_str().unwrap().starts_with("value: "),
+            "{cut}"
+        );
+        assert!(transaction_log(Some(&[0, 9]), None)["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("key: "));
+    }
 }
