@@ -71,8 +71,12 @@ def free_port():
 
 
 class Broker:
-    def __init__(self, weir, work, port):
+    """`weir serve` on one port and data directory, started and killed again and again.
+    `overrides` are broker settings beyond the suite's own (KEY=VALUE)."""
+
+    def __init__(self, weir, work, port, overrides=()):
         self.weir, self.work, self.port = weir, work, port
+        self.overrides = [arg for kv in overrides for arg in ("--override", kv)]
         self.data = os.path.join(work, "data")
         self.proc = None
         self.runs = 0
@@ -88,7 +92,7 @@ class Broker:
              "--override", "log.cleaner.backoff.ms=100",
              "--override", "log.retention.check.interval.ms=200",
              "--override", "log.segment.delete.delay.ms=0",
-             "--override", "group.initial.rebalance.delay.ms=0"],
+             "--override", "group.initial.rebalance.delay.ms=0"] + self.overrides,
             stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + timeout
         path = log.name
