@@ -4,12 +4,11 @@
 # there exactly once, at its offset, in order, and that committed group offsets survived.
 # Runs both flush modes. The test command runs a short form; a soak is
 #   CYCLES=200 ./scripts/crash-suite.sh
-# The exactly-once test (tests/crash/exactly_once.py: kill -9 of the broker and of a
-# consume-transform-produce pipeline through transactions) runs when EOS_CYCLES is set:
+# Then the exactly-once test (tests/crash/exactly_once.py: kill -9 of the broker and of a
+# consume-transform-produce pipeline through transactions); its soak is
 #   CYCLES=0 EOS_CYCLES=100 ./scripts/crash-suite.sh
-# It is not yet in the test command: a run's last pipeline sometimes stops moving (issue 14).
 # env: WEIR (the binary; default target/debug/weir), CYCLES (8 per mode; 0 skips them),
-# MODES, EOS_CYCLES (0, skipped, unless set), SEED. Needs ./scripts/install-test-deps.sh first.
+# MODES, EOS_CYCLES (10; 0 skips it), SEED. Needs ./scripts/install-test-deps.sh first.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 WEIR=${WEIR:-$root/target/debug/weir}
@@ -20,6 +19,6 @@ if [ "${CYCLES:-8}" -gt 0 ]; then
       ${SEED:+--seed "$SEED"}
   done
 fi
-if [ "${EOS_CYCLES:-0}" -gt 0 ]; then
-  "$PY" "$root/tests/crash/exactly_once.py" "$WEIR" --cycles "$EOS_CYCLES" ${SEED:+--seed "$SEED"}
+if [ "${EOS_CYCLES:-10}" -gt 0 ]; then
+  "$PY" "$root/tests/crash/exactly_once.py" "$WEIR" --cycles "${EOS_CYCLES:-10}" ${SEED:+--seed "$SEED"}
 fi

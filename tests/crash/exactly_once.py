@@ -24,6 +24,7 @@ Prints a report line and exits 1 if any check fails.
 import argparse
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -42,6 +43,27 @@ from crash_suite import Broker, free_port
 INPUT, OUTPUT = "eos-in", "eos-out"
 PARTITIONS = 4
 HERE = os.path.dirname(os.path.abspath(__file__))
+# A pipeline run that says nothing for this long while input waits is stuck (its
+# transaction timeout is 30 s: by then the coordinator has aborted what it held open).
+WATCHDOG_S = 45
+
+
+def stack_top(log):
+    """The innermost line of eos_pipeline.py in the last stack faulthandler wrote to a
+    run's log, as source text: the call the run was in."""
+    with open(log) as f:
+        lines = f.read().splitlines()
+    starts = [i for i, l in enumerate(lines) if l.startswith(("Current thread", "Thread 0x"))]
+    if not starts:
+        return "no stack in the log"
+    with open(os.path.join(HERE, "eos_pipeline.py")) as f:
+        source = f.read().splitlines()
+    for line in lines[starts[-1] + 1:]:
+        m = re.match(r'\s+File ".*eos_pipeline.py", line (\d+) in (\S+)', line)
+        if m:
+            return "%s, line %s: %s" % (m.group(2), m.group(1),
+                                        source[int(m.group(1)) - 1].strip())
+    return "no frame of eos_pipeline.py in the stack"
 
 
 class Pipeline:
@@ -51,6 +73,8 @@ class Pipeline:
         self.runs = 0
         # Runs that ended on their own before they were killed: (run, exit code).
         self.ended = []
+        # Runs that stopped moving and were killed by the watchdog: (run, where).
+        self.stalled = []
 
     def start(self):
         self.runs += 1
@@ -68,6 +92,27 @@ class Pipeline:
         else:
             self.ended.append((self.runs, self.proc.returncode))
         self.proc.wait()
+
+    def log_path(self, run=None):
+        return os.path.join(self.work, "pipeline-%d.log" % (run or self.runs))
+
+    def restart_if_stalled(self, quiet_for):
+        """The watchdog an application would have: a run whose log has said nothing for
+        `quiet_for` seconds while its input is not all committed is killed with -9 (as every
+        cycle does anyway) and replaced. Its Python stack goes to its log first, and the
+        call it was stuck in to the report. librdkafka can block in
+        send_offsets_to_transaction past its timeout when its group coordinator connection
+        went down (confluentinc/librdkafka#5456, #5511); nothing a broker answers can
+        unblock it, as it sends nothing."""
+        if self.proc.poll() is not None:
+            return
+        if time.time() - os.path.getmtime(self.log_path()) < quiet_for:
+            return
+        self.proc.send_signal(signal.SIGUSR1)
+        time.sleep(1)
+        self.stalled.append((self.runs, stack_top(self.log_path())))
+        self.kill9()
+        self.start()
 
     def restart_if_ended(self):
         """Starts a new run if the current one ended on its own (as a supervisor would)."""
@@ -155,6 +200,7 @@ def group_caught_up(bootstrap, timeout, pipeline):
             if all(tp.offset >= ends[tp.partition] for tp in got):
                 return True
             pipeline.restart_if_ended()
+            pipeline.restart_if_stalled(WATCHDOG_S)
             time.sleep(0.5)
         return False
     finally:
@@ -275,12 +321,15 @@ def main():
     commits, purposeful, on_error, fatals, first_fatal = pipeline.tally()
     print("exactly-once (seed %d): %d cycles, each with kill -9 of the broker and of the "
           "pipeline; %d inputs, %d pipeline runs, %d transactions committed, %d aborted "
-          "(%d on purpose, %d on an error), %d fatal pipeline stops; read_committed: %d "
-          "outputs checked, %d missing, %d duplicated, %d not from an input; "
-          "read_uncommitted: %d records (%d of them aborted data)"
-          % (seed, a.cycles, len(inputs.acked), pipeline.runs, commits, purposeful + on_error, purposeful,
-             on_error, fatals, len(committed), len(missing), len(duplicated), strangers,
-             len(uncommitted), len(uncommitted) - len(committed)), flush=True)
+          "(%d on purpose, %d on an error), %d fatal pipeline stops, %d stalled runs killed "
+          "by the watchdog; read_committed: %d outputs checked, %d missing, %d duplicated, "
+          "%d not from an input; read_uncommitted: %d records (%d of them aborted data)"
+          % (seed, a.cycles, len(inputs.acked), pipeline.runs, commits, purposeful + on_error,
+             purposeful, on_error, fatals, len(pipeline.stalled), len(committed),
+             len(missing), len(duplicated), strangers, len(uncommitted),
+             len(uncommitted) - len(committed)), flush=True)
+    for run, where in pipeline.stalled:
+        print("  run %d stalled in: %s" % (run, where))
     if missing:
         failures.append("%d inputs have no output, e.g. %s" % (len(missing), missing[:5]))
     if duplicated:
