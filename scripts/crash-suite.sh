@@ -13,6 +13,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 WEIR=${WEIR:-$root/target/debug/weir}
 PY=$root/.venv/bin/python
+for v in "${CYCLES:-8}" "${EOS_CYCLES:-10}"; do
+  case $v in ''|*[!0-9]*) echo "crash-suite: CYCLES and EOS_CYCLES must be numbers, not '$v'" >&2; exit 2;; esac
+done
 if [ "${CYCLES:-8}" -gt 0 ]; then
   for mode in ${MODES:-page-cache fsync}; do
     "$PY" "$root/tests/crash/crash_suite.py" "$WEIR" --mode "$mode" --cycles "${CYCLES:-8}" \
