@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Starts a release `weir serve` on a scratch directory, runs scripts/bench_transactions.py
 # (transactional produce beside idempotent produce through librdkafka, committing every
-# 100 ms, 1 and 8 partitions) and puts the result in BENCHMARKS.md.
-# env: SECONDS_EACH (per producer and round, default 10), ROUNDS (default 3).
+# 100 ms, 1 and 8 partitions), then the same with `weir bench produce`, and puts the result
+# in BENCHMARKS.md.
+# env: SECONDS_EACH (per librdkafka producer and round, default 10), ROUNDS (default 3),
+# WEIR_RECORDS (per `weir bench` run, default 10000000).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -14,5 +16,5 @@ target/release/weir serve --listen "127.0.0.1:$port" --data-dir "$work/data" >"$
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
 sleep 1
-.venv/bin/python scripts/bench_transactions.py "127.0.0.1:$port" "${SECONDS_EACH:-10}" "${ROUNDS:-3}" |
+WEIR=target/release/weir .venv/bin/python scripts/bench_transactions.py "127.0.0.1:$port" "${SECONDS_EACH:-10}" "${ROUNDS:-3}" |
   python3 scripts/bench_section.py transactions BENCHMARKS.md

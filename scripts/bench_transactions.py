@@ -7,10 +7,19 @@ weighs on both alike. Reports records/s (acknowledged, committed), the ratio, an
 latency of commit_transaction (p50/p99). Then reads each transactional topic back under
 read_committed and checks it holds exactly what was committed.
 
+Then the same comparison with Weir's own producer (`weir bench produce`, with and without
+`--transaction-duration-ms 100`), which is not held back by a Python loop: WEIR_RECORDS
+records per run (default 10,000,000), checked back with `weir bench consume` under
+read_committed (all of them, and not one more), each topic deleted once checked.
+
   usage: bench_transactions.py HOST:PORT [SECONDS] [ROUNDS]
+  env: WEIR (the weir binary, default target/release/weir), WEIR_RECORDS
 Prints a markdown section (for scripts/bench_section.py).
 """
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -101,6 +110,37 @@ def committed_count(topic, partitions, isolation="read_committed"):
     return n
 
 
+WEIR = os.environ.get("WEIR", "target/release/weir")
+WEIR_RECORDS = int(os.environ.get("WEIR_RECORDS", "10000000"))
+
+
+def weir(*args, check=True):
+    r = subprocess.run([WEIR, *args], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        sys.exit("weir %s failed (%d): %s" % (" ".join(args), r.returncode, r.stderr))
+    return r
+
+
+def weir_bench(partitions, transactional):
+    """One `weir bench produce` run into a new topic; its JSON line, after checking that the
+    topic holds every record under read_committed and not one more."""
+    topic = "bench-weir-%d-%s" % (partitions, uuid.uuid4().hex[:6])
+    extra = ["--transaction-duration-ms", "100"] if transactional else []
+    out = weir("bench", "produce", "--bootstrap", BOOT, "--topic", topic,
+               "--records", str(WEIR_RECORDS), "--record-size", "100",
+               "--partitions", str(partitions), "--json", *extra)
+    v = json.loads(out.stdout.strip().splitlines()[-1])
+    assert v["records"] == WEIR_RECORDS, v
+    rc = ["--property", "isolation.level=read_committed"]
+    weir("bench", "consume", "--bootstrap", BOOT, "--topic", topic,
+         "--records", str(WEIR_RECORDS), *rc)
+    more = weir("bench", "consume", "--bootstrap", BOOT, "--topic", topic,
+                "--records", str(WEIR_RECORDS + 1), "--timeout-ms", "2000", *rc, check=False)
+    assert more.returncode == 1 and "only %d of" % WEIR_RECORDS in more.stderr, more.stderr
+    weir("topics", "delete", "--bootstrap", BOOT, "--topic", topic)
+    return v
+
+
 def pct(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
@@ -125,6 +165,21 @@ for partitions in (1, 8):
     rows.append((partitions, statistics.median(idem_rates), statistics.median(txn_rates),
                  ratios, pct(commits, 0.5) * 1000, pct(commits, 0.99) * 1000, len(commits)))
 
+own = []
+for partitions in (1, 8):
+    ratios, idem_rates, txn_rates, p50s, p99s, commits = [], [], [], [], [], 0
+    for _ in range(ROUNDS):
+        idem = weir_bench(partitions, False)
+        txn = weir_bench(partitions, True)
+        ratios.append(txn["records_per_sec"] / idem["records_per_sec"])
+        idem_rates.append(idem["records_per_sec"])
+        txn_rates.append(txn["records_per_sec"])
+        p50s.append(txn["commit_latency_ms"]["p50"])
+        p99s.append(txn["commit_latency_ms"]["p99"])
+        commits += txn["transactions"]
+    own.append((partitions, statistics.median(idem_rates), statistics.median(txn_rates),
+                ratios, statistics.median(p50s), max(p99s), commits))
+
 print("## Transactions: transactional beside idempotent produce (issue 14)\n")
 print("Command: `./scripts/bench-transactions.sh` · confluent-kafka (librdkafka), 100 B "
       "records, acks=all, linger.ms=5, one release `weir serve` · %d rounds of %g s per "
@@ -136,6 +191,20 @@ print("| partitions | idempotent rec/s | transactional rec/s | ratio (each round
       "commit_transaction p50 | p99 | commits |")
 print("|---:|---:|---:|---|---:|---:|---:|")
 for partitions, idem, txn, ratios, p50, p99, n in rows:
+    print("| %d | %d | %d | %.2f (%s) | %.1f ms | %.1f ms | %d |" % (
+        partitions, idem, txn, statistics.median(ratios),
+        " ".join("%.2f" % r for r in ratios), p50, p99, n))
+
+print("\n### Weir's own producer (`weir bench produce`)\n")
+print("%d records of 100 B per run, acks=all, linger.ms=5, `--transaction-duration-ms 100` "
+      "for the transactional runs, %d rounds interleaved, into the same `weir serve`; each "
+      "topic read back under read_committed holds every record and not one more. "
+      "commit_transaction p50 is the median of the rounds' medians, p99 the worst round's.\n"
+      % (WEIR_RECORDS, ROUNDS))
+print("| partitions | idempotent rec/s | transactional rec/s | ratio (each round) | "
+      "commit_transaction p50 | p99 | commits |")
+print("|---:|---:|---:|---|---:|---:|---:|")
+for partitions, idem, txn, ratios, p50, p99, n in own:
     print("| %d | %d | %d | %.2f (%s) | %.1f ms | %.1f ms | %d |" % (
         partitions, idem, txn, statistics.median(ratios),
         " ".join("%.2f" % r for r in ratios), p50, p99, n))

@@ -1149,6 +1149,88 @@ fn bench_measures_against_its_own_broker_or_a_given_one() {
     ));
     assert_eq!(v["records"], 500);
 
+    // In transactions: two producers, each its own transactional.id, committing every
+    // 20 ms; what they sent is all there under read_committed.
+    let v = bench_json(&weir(
+        &[
+            "bench",
+            "produce",
+            "--bootstrap",
+            b,
+            "--topic",
+            "tx",
+            "--records",
+            "20000",
+            "--partitions",
+            "2",
+            "--producers",
+            "2",
+            "--rate",
+            "20000",
+            "--transaction-duration-ms",
+            "20",
+            "--transactional-id",
+            "bench-tx",
+            "--json",
+        ],
+        b"",
+    ));
+    assert_eq!(v["records"], 20000);
+    // About a second in 20 ms transactions, from each of the two producers.
+    let commits = v["transactions"].as_u64().unwrap_or_default();
+    assert!(commits >= 20, "{v}");
+    let c = &v["commit_latency_ms"];
+    assert!(c["p50"].as_f64().is_some_and(|x| x > 0.0), "{v}");
+    assert!(c["p50"].as_f64() <= c["max"].as_f64(), "{v}");
+    for id in ["bench-tx-0", "bench-tx-1"] {
+        let d = json(&weir(
+            &[
+                "transactions",
+                "describe",
+                "--bootstrap",
+                b,
+                "--transactional-id",
+                id,
+                "--json",
+            ],
+            b"",
+        ));
+        assert_eq!(d["state"], "CompleteCommit", "{id}: {d}");
+    }
+    let v = bench_json(&weir(
+        &[
+            "bench",
+            "consume",
+            "--bootstrap",
+            b,
+            "--topic",
+            "tx",
+            "--records",
+            "20000",
+            "--property",
+            "isolation.level=read_committed",
+            "--json",
+        ],
+        b"",
+    ));
+    assert_eq!(v["records"], 20000);
+    // One transactional.id for several producers would have them fence each other.
+    for flags in [
+        &["--property", "transactional.id=one"][..],
+        &["--transaction-duration-ms", "0"][..],
+    ] {
+        let mut args = vec!["bench", "produce", "--bootstrap", b, "--topic", "tx"];
+        args.extend_from_slice(&["--records", "1"]);
+        args.extend_from_slice(flags);
+        let out = weir(&args, b"");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{flags:?}: {}",
+            text(&out.stderr)
+        );
+    }
+
     // Asking for more than the topic holds fails after the idle timeout, clearly.
     let out = weir(
         &[

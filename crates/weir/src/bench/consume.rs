@@ -123,6 +123,7 @@ pub(super) async fn run(a: ConsumeArgs) -> anyhow::Result<Outcome> {
         bytes,
         latency,
         request_latency: None,
+        commit_latency: None,
         spent,
     })
 }

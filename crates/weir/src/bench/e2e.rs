@@ -159,6 +159,7 @@ pub(super) async fn run(a: E2eArgs) -> anyhow::Result<Outcome> {
         bytes,
         latency,
         request_latency: None,
+        commit_latency: None,
         spent,
     })
 }

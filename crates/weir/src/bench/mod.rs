@@ -6,12 +6,13 @@
 //! Output: a progress bar on stderr while it runs, a readable summary at the end, and with
 //! `--json` one JSON object as the last line of stdout:
 //! `{"records","seconds","records_per_sec","mb_per_sec","latency_ms":{"p50","p99","p999","max"},"cpu_seconds"}`
-//! (plus `broker_cpu_seconds` when the broker is our own child). MB are 2^20 bytes, as
-//! Kafka's perf tools count them.
+//! (plus `broker_cpu_seconds` when the broker is our own child; produce adds
+//! `request_latency_ms`, and in transactions `transactions` and `commit_latency_ms`). MB
+//! are 2^20 bytes, as Kafka's perf tools count them.
 //!
 //! What "latency" means per mode:
 //! - produce: from `send` to the acknowledgement callback, per record (as Kafka's
-//!   ProducerPerformance measures it);
+//!   ProducerPerformance measures it); in transactions, also each `commit_transaction`;
 //! - consume: how long each `poll` that returned records waited (the time an application
 //!   spends waiting for data);
 //! - e2e: from just before `send` to the consumer holding the record. The send time is

@@ -1,5 +1,10 @@
 //! `weir bench produce`: N records from K producers, as fast as they go or at --rate;
 //! throughput and send-to-acknowledgement latency. It reads nothing back.
+//!
+//! With `--transaction-duration-ms` (or `--transactional-id`) each producer sends in
+//! transactions and commits one every so many milliseconds, as Kafka's
+//! `kafka-producer-perf-test --transaction-duration-ms` does, and the report adds how long
+//! each `commit_transaction` took.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,6 +58,28 @@ pub(super) struct ProduceArgs {
     /// Records per second in all; as fast as possible without it.
     #[arg(long, value_name = "R")]
     rate: Option<f64>,
+    /// Send in transactions and commit one every MS milliseconds (default 3000 when only
+    /// --transactional-id is given, as in Kafka's perf test).
+    #[arg(long, value_name = "MS")]
+    transaction_duration_ms: Option<u64>,
+    /// The transactional.id (sends in transactions); with several producers, producer k
+    /// uses ID-k. Default with --transaction-duration-ms: weir-bench-<process id>.
+    #[arg(long, value_name = "ID")]
+    transactional_id: Option<String>,
+}
+
+/// How long a transaction stays open when only --transactional-id asks for transactions:
+/// Kafka's ProducerPerformance default.
+const DEFAULT_TRANSACTION_DURATION_MS: u64 = 3000;
+
+/// The transactional.id of producer `k` of `producers`, each its own: two producers with
+/// one id would fence each other.
+fn transactional_id(base: &str, k: u32, producers: u32) -> String {
+    if producers == 1 {
+        base.to_string()
+    } else {
+        format!("{base}-{k}")
+    }
 }
 
 /// What the producers' acknowledgements add up to: counts, the first error, and the
@@ -119,18 +146,58 @@ pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<Outcome> {
     if let Some(rate) = a.rate {
         check_rate(rate)?;
     }
+    let transaction_ms = a.transaction_duration_ms.or(a
+        .transactional_id
+        .is_some()
+        .then_some(DEFAULT_TRANSACTION_DURATION_MS));
+    if transaction_ms == Some(0) {
+        return Err(usage("--transaction-duration-ms must be at least 1"));
+    }
+    if a.common
+        .properties
+        .iter()
+        .any(|p| p.trim_start().starts_with("transactional.id="))
+    {
+        return Err(usage(
+            "give the transactional id with --transactional-id, so that each producer gets its own",
+        ));
+    }
     let values = payloads(a.record_size, a.payload_file.as_deref())?;
     let broker = Broker::resolve(&a.common)?;
     broker.ensure_topic(&a.topic, a.partitions).await?;
-    let ours = [
-        ("compression.type", a.compression.clone()),
-        ("acks", a.acks.clone()),
-        ("batch.size", a.batch_size.to_string()),
-        ("linger.ms", a.linger_ms.to_string()),
-    ];
+    let base_id = a
+        .transactional_id
+        .clone()
+        .unwrap_or_else(|| format!("weir-bench-{}", std::process::id()));
     let producers = (0..a.producers)
-        .map(|_| new_producer(&broker.bootstrap, &ours, &a.common))
+        .map(|k| {
+            let mut ours = vec![
+                ("compression.type", a.compression.clone()),
+                ("acks", a.acks.clone()),
+                ("batch.size", a.batch_size.to_string()),
+                ("linger.ms", a.linger_ms.to_string()),
+            ];
+            if transaction_ms.is_some() {
+                ours.push((
+                    "transactional.id",
+                    transactional_id(&base_id, k, a.producers),
+                ));
+            }
+            new_producer(&broker.bootstrap, &ours, &a.common)
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    // Readied before the clock starts, as Kafka's perf test does: finding the coordinator
+    // and fencing older epochs is not the throughput being measured.
+    if transaction_ms.is_some() {
+        for p in &producers {
+            if let Err(e) = p.init_transactions().await {
+                for p in &producers {
+                    let _ = p.close(Duration::from_secs(5)).await;
+                }
+                return Err(anyhow!("initializing transactions: {e}"));
+            }
+        }
+    }
 
     let progress = Progress::start(a.records);
     let outcomes = Arc::new(Acks {
@@ -156,39 +223,75 @@ pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<Outcome> {
             values.clone(),
             outcomes.clock.clone(),
         );
+        let transaction_nanos = transaction_ms.map(|ms| ms * 1_000_000);
         tasks.push(tokio::spawn(async move {
-            for i in 0..share {
-                if let Some(rate) = rate {
-                    pace(start, i, rate).await;
+            let mut commits = histogram();
+            // When the open transaction began (a `clock.raw()`); it opens with its first
+            // record, so none is ever empty.
+            let mut opened: Option<u64> = None;
+            let mut sent: anyhow::Result<()> = async {
+                for i in 0..share {
+                    if let Some(rate) = rate {
+                        pace(start, i, rate).await;
+                    }
+                    let value = values[(i as usize + k) % values.len()].clone();
+                    let record = ProducerRecord::new(topic.clone()).value(value);
+                    // The token is the send time, so the listener can tell each latency.
+                    let sent_at = clock.raw();
+                    if transaction_nanos.is_some() && opened.is_none() {
+                        producer
+                            .begin_transaction()
+                            .map_err(|e| anyhow!("beginning a transaction: {e}"))?;
+                        opened = Some(sent_at);
+                    }
+                    producer
+                        .send_with_listener(record, &listener, sent_at)
+                        .await
+                        .map_err(|e| anyhow!("record {i} was not sent: {e}"))?;
+                    if let (Some(every), Some(began)) = (transaction_nanos, opened) {
+                        if clock.delta_as_nanos(began, clock.raw()) >= every {
+                            commit(&producer, &clock, &mut commits).await?;
+                            opened = None;
+                        }
+                    }
                 }
-                let value = values[(i as usize + k) % values.len()].clone();
-                let record = ProducerRecord::new(topic.clone()).value(value);
-                // The token is the send time, so the listener can tell each latency.
-                let sent_at = clock.raw();
-                let r = producer
-                    .send_with_listener(record, &listener, sent_at)
-                    .await;
-                if let Err(e) = r {
-                    let _ = producer.close(Duration::from_secs(5)).await;
-                    return Err(anyhow!("record {i} was not sent: {e}"));
+                if opened.is_some() {
+                    commit(&producer, &clock, &mut commits).await?;
+                    opened = None;
+                }
+                producer.flush().await.map_err(|e| anyhow!("{e}"))
+            }
+            .await;
+            if sent.is_err() && opened.is_some() {
+                // What the open transaction sent is aborted, so a read_committed reader
+                // of the topic never sees it.
+                if let Err(e) = producer.abort_transaction().await {
+                    sent = sent.map_err(|s| anyhow!("{s}; aborting the open transaction: {e}"));
                 }
             }
-            producer.flush().await.map_err(|e| anyhow!("{e}"))?;
+            if let Err(e) = sent {
+                let _ = producer.close(Duration::from_secs(5)).await;
+                return Err(e);
+            }
             let requests = producer.request_latency();
             producer
                 .close(Duration::from_secs(30))
                 .await
                 .map_err(|e| anyhow!("{e}"))?;
-            Ok(requests)
+            Ok((requests, commits))
         }));
     }
     let mut failure = None;
     let mut request_latency = histogram();
+    let mut commit_latency = histogram();
     for t in tasks {
         match t.await {
-            Ok(Ok(h)) => {
-                if let Err(e) = request_latency.add(&h) {
-                    failure = failure.or(Some(anyhow!("adding up request latencies: {e}")));
+            Ok(Ok((requests, commits))) => {
+                if let Err(e) = request_latency
+                    .add(&requests)
+                    .and_then(|()| commit_latency.add(&commits))
+                {
+                    failure = failure.or(Some(anyhow!("adding up latencies: {e}")));
                 }
             }
             Ok(Err(e)) => failure = failure.or(Some(e)),
@@ -215,6 +318,24 @@ pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<Outcome> {
         bytes,
         latency,
         request_latency: (!request_latency.is_empty()).then_some(request_latency),
+        commit_latency: transaction_ms.is_some().then_some(commit_latency),
         spent,
     })
+}
+
+/// Commits the open transaction and records how long `commit_transaction` took: the flush
+/// of what the producer still holds, AddPartitionsToTxn for partitions not yet added, and
+/// EndTxn.
+async fn commit(
+    producer: &weir_client::Producer,
+    clock: &quanta::Clock,
+    took: &mut Histogram<u64>,
+) -> anyhow::Result<()> {
+    let began = clock.raw();
+    producer
+        .commit_transaction()
+        .await
+        .map_err(|e| anyhow!("committing a transaction: {e}"))?;
+    record_latency(took, 0, clock.delta_as_nanos(began, clock.raw()));
+    Ok(())
 }

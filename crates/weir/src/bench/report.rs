@@ -34,6 +34,9 @@ pub(super) struct Outcome {
     /// Produce only: the round trips of the Produce requests (without the time records
     /// waited in their batches), the figure comparable to a request-level load generator.
     pub(super) request_latency: Option<Histogram<u64>>,
+    /// Transactional produce only: how long each `commit_transaction` took (one entry per
+    /// committed transaction).
+    pub(super) commit_latency: Option<Histogram<u64>>,
     pub(super) spent: Spent,
 }
 
@@ -67,6 +70,13 @@ impl Outcome {
         if let Some((n, round_trip)) = &requests {
             eprintln!("Produce requests: {n}, round trip {round_trip}");
         }
+        let commits = self
+            .commit_latency
+            .as_ref()
+            .map(|h| (h.len(), Percentiles::of(h)));
+        if let Some((n, took)) = &commits {
+            eprintln!("Transactions committed: {n}, commit_transaction {took}");
+        }
         if let Some(path) = &common.plot {
             plot(path, self.mode, &self.latency)?;
             eprintln!(
@@ -88,6 +98,10 @@ impl Outcome {
             }
             if let Some((_, round_trip)) = &requests {
                 v["request_latency_ms"] = round_trip.json();
+            }
+            if let Some((n, took)) = &commits {
+                v["transactions"] = serde_json::json!(n);
+                v["commit_latency_ms"] = took.json();
             }
             let mut out = std::io::stdout().lock();
             writeln!(out, "{v}")?;
