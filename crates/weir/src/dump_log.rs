@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use serde_json::{json, Map, Value};
 use weir_kafka::limits::MAX_DECOMPRESSED_BATCH_BYTES;
+use weir_kafka::topic::{TopicPartition, TRANSACTION_STATE_TOPIC};
 use weir_log::checkpoint;
 use weir_record::{ControlRecordType, EndTransactionMarker, EntryRecords, LogEntry, TimestampType};
 
@@ -289,13 +290,19 @@ fn min_length(magic: i8) -> Option<i32> {
     }
 }
 
-fn dump_segment<W: Write>(path: &Path, args: &Args, out: &mut Printer<W>) -> io::Result<()> {
-    let in_txn_state_dir = path
+/// Whether `segment` is in a partition directory of `__transaction_state`
+/// (`__transaction_state-<digits>`), whose records are decoded without being asked.
+fn in_transaction_state_dir(segment: &Path) -> bool {
+    segment
         .canonicalize()
         .ok()
         .and_then(|p| p.parent().and_then(|d| d.file_name()).map(|n| n.to_owned()))
-        .is_some_and(|n| n.to_string_lossy().starts_with("__transaction_state-"));
-    let txn_log = args.transaction_log_decoder || in_txn_state_dir;
+        .and_then(|n| TopicPartition::parse_dir_name(&n.to_string_lossy()))
+        .is_some_and(|tp| &*tp.topic == TRANSACTION_STATE_TOPIC)
+}
+
+fn dump_segment<W: Write>(path: &Path, args: &Args, out: &mut Printer<W>) -> io::Result<()> {
+    let txn_log = args.transaction_log_decoder || in_transaction_state_dir(path);
     let file = File::open(path)?;
     let len = file.metadata()?.len();
     let mut reader = BufReader::with_capacity(1 << 20, file);
@@ -543,6 +550,25 @@ fn transaction_log(key: Option<&[u8]>, value: Option<&[u8]>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_transaction_state_partition_directories_turn_the_decoder_on() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, decoded) in [
+            ("__transaction_state-7", true),
+            ("__transaction_state-x", false),
+            ("__transaction_state-", false),
+            ("__transaction_state-backup-1", false),
+            ("__transaction_states-1", false),
+            ("orders-0", false),
+        ] {
+            let d = dir.path().join(name);
+            std::fs::create_dir(&d).unwrap();
+            let segment = d.join("00000000000000000000.log");
+            std::fs::write(&segment, b"").unwrap();
+            assert_eq!(in_transaction_state_dir(&segment), decoded, "{name}");
+        }
+    }
 
     #[test]
     fn transaction_log_records_are_shown_by_their_fields() {
