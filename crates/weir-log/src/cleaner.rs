@@ -6,6 +6,8 @@
 //! Transactions as in Kafka's cleaner: a pass never reaches the last stable offset, the
 //! records of aborted transactions neither win a key nor survive, and a marker whose
 //! transaction has no batch left gets a delete horizon, then goes once it has passed.
+//! The last batch of every producer the partition still knows stays (emptied if none of
+//! its records do), so that its sequence and epoch survive for a rebuild of producer state.
 //! Choosing which log to clean and running passes on a thread is the manager's job; this
 //! module cleans the log it is given.
 
@@ -264,6 +266,44 @@ fn snapshot(log: &PartitionLog, below: i64) -> Result<Vec<SegmentSnapshot>> {
     Ok(out)
 }
 
+/// The last entry of each producer the partition still knows (Kafka's
+/// `lastRecordsOfActiveProducers`): by producer id, the last offset of its last data batch
+/// (none when its epoch moved on in a marker since) and its epoch. The cleaner keeps that
+/// batch, emptied if none of its records survive, or else that marker: they carry the
+/// producer's last sequence and epoch, which a broker that rebuilds its producer state from
+/// the log (after a crash without a snapshot, or on a new replica) needs to recognise
+/// retries and fence zombies.
+struct LastOfProducers(HashMap<i64, (Option<i64>, i16)>);
+
+impl LastOfProducers {
+    fn of(state: &crate::producer_state::ProducerStateManager) -> Self {
+        LastOfProducers(
+            state
+                .producers()
+                .values()
+                .map(|e| {
+                    let last = e.batches.back().map(|b| b.last_offset);
+                    (e.producer_id, (last, e.producer_epoch))
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether `b` is its producer's last data batch, or (when there is none) a marker of
+    /// its producer's current epoch.
+    fn is_last(&self, b: &RecordBatch<'_>) -> bool {
+        if b.producer_id() < 0 {
+            return false;
+        }
+        self.0
+            .get(&b.producer_id())
+            .is_some_and(|&(last_data, epoch)| match last_data {
+                Some(offset) => !b.is_control() && b.last_offset() == offset,
+                None => b.is_control() && b.producer_epoch() == epoch,
+            })
+    }
+}
+
 /// The aborted transactions below the pass's bound, by producer: a transactional batch
 /// belongs to one if its producer's transaction spans its offset (from the transaction's
 /// first offset to its ABORT marker).
@@ -383,7 +423,7 @@ pub fn clean_with_crash(
 ) -> Result<CleanStats> {
     map.clear();
     let mut stats = CleanStats::default();
-    let (segments, config, dir, files, aborted) = {
+    let (segments, config, dir, files, aborted, last_of_producers) = {
         let log = lock(log)?;
         let active = log.active_base();
         // The bound comes from `cleanability`, which kept it below the last stable offset;
@@ -395,6 +435,7 @@ pub fn clean_with_crash(
             log.dir().to_path_buf(),
             log.files().clone(),
             Aborted::new(log.collect_aborted_transactions(log.log_start_offset(), bound)),
+            LastOfProducers::of(log.producer_state()),
         )
     };
     // 1. The offset map over the dirty range, stopping when it is full.
@@ -485,6 +526,7 @@ pub fn clean_with_crash(
             &files,
             map,
             &aborted,
+            &last_of_producers,
             &mut markers,
             &group,
             end_offset,
@@ -542,6 +584,7 @@ fn clean_group(
     files: &std::sync::Arc<SegmentFileCache>,
     map: &OffsetMap,
     aborted: &Aborted,
+    last_of_producers: &LastOfProducers,
     markers: &mut MarkerState,
     group: &[&SegmentSnapshot],
     end_offset: i64,
@@ -581,16 +624,20 @@ fn clean_group(
                     if let MarkerFate::Keep(Some(txn)) = &fate {
                         keep_aborted.push(*txn);
                     }
-                    filter_marker(b, fate, end_offset, now_ms, config)
+                    let last_of_producer = last_of_producers.is_last(b);
+                    filter_marker(b, fate, last_of_producer, end_offset, now_ms, config)
                 }
                 _ => {
                     if let LogEntry::V2(b) = &entry {
                         markers.on_data(b, is_aborted);
                     }
+                    let last_of_producer =
+                        matches!(&entry, LogEntry::V2(b) if last_of_producers.is_last(b));
                     filter_entry(
                         &entry,
                         map,
                         is_aborted,
+                        last_of_producer,
                         end_offset,
                         now_ms,
                         config,
@@ -655,12 +702,14 @@ enum Kept {
     Rebuilt(Vec<u8>),
 }
 
-/// Decides what of one entry survives compaction.
+/// Decides what of one entry survives compaction. A producer's last batch
+/// (`last_of_producer`) stays, emptied if none of its records do.
 #[allow(clippy::too_many_arguments)]
 fn filter_entry(
     entry: &LogEntry<'_>,
     map: &OffsetMap,
     aborted: bool,
+    last_of_producer: bool,
     end_offset: i64,
     now_ms: i64,
     config: &crate::config::LogConfig,
@@ -672,7 +721,8 @@ fn filter_entry(
         // An aborted transaction's records go whole, whatever their keys.
         stats.records_read += b.records_count().max(0) as u64;
         // The last batch of the pass stays, empty, so the log's offsets stay known.
-        return Ok((last + 1 == end_offset).then(|| Kept::Rebuilt(empty_like(b))));
+        let stays = last_of_producer || last + 1 == end_offset;
+        return Ok(stays.then(|| Kept::Rebuilt(empty_like(b))));
     }
     let records = entry
         .records(MAX_DECOMPRESSED_BATCH_BYTES)
@@ -729,7 +779,7 @@ fn filter_entry(
     };
     if kept.is_empty() {
         // The last batch of the pass stays, empty, so the log's offsets stay known.
-        if next_offset == end_offset {
+        if last_of_producer || next_offset == end_offset {
             return Ok(Some(Kept::Rebuilt(empty_like(&b))));
         }
         return Ok(None);
@@ -767,15 +817,18 @@ fn filter_entry(
 /// What survives of a control batch: a marker still needed stays; one whose transaction is
 /// gone gets a delete horizon (`delete.retention.ms` from now, so that consumers reading
 /// behind still see it), and goes in a pass after the horizon. The last batch of a pass
-/// stays, so the log's offsets stay known.
+/// stays, so the log's offsets stay known, and so does the marker that is its producer's
+/// last entry (`last_of_producer`), for the epoch it carries.
 fn filter_marker(
     b: &RecordBatch<'_>,
     fate: MarkerFate,
+    last_of_producer: bool,
     end_offset: i64,
     now_ms: i64,
     config: &crate::config::LogConfig,
 ) -> Option<Kept> {
-    if matches!(fate, MarkerFate::Keep(_)) || b.last_offset() + 1 == end_offset {
+    if matches!(fate, MarkerFate::Keep(_)) || last_of_producer || b.last_offset() + 1 == end_offset
+    {
         return Some(Kept::Whole);
     }
     match b.delete_horizon_ms() {

@@ -390,8 +390,29 @@ fn aborted_transactions_never_win_a_key_and_nothing_past_the_stable_offset_is_cl
     assert_eq!(tail(&kept), tail(&before));
     assert!(kept.len() < before.len(), "the pass removed something");
 
-    // The next pass finds nothing left of pid 7's transaction: its ABORT marker gets a
-    // delete horizon and loses its index entry; pid 8's COMMIT stays (its record does).
+    // While the partition still knows pid 7, its last batch stays (emptied: an aborted
+    // transaction's records are gone), and with it the ABORT marker and its index entry,
+    // as Kafka's cleaner keeps them.
+    let log = Mutex::new(log);
+    pass(&log, None, NOW, &mut map);
+    let mut log = log.into_inner().unwrap();
+    assert_eq!(log.collect_aborted_transactions(0, open).len(), 1);
+    let pid7_data = |log: &PartitionLog| {
+        batches(log)
+            .into_iter()
+            .filter(|b| b.2 == 7 && b.0 != abort_at)
+            .count()
+    };
+    assert_eq!(pid7_data(&log), 1, "pid 7's last batch, emptied");
+    // Once pid 7 has expired (and pid 8 with it; pid 9's transaction is open), a pass
+    // drops that batch; the one after finds nothing left of pid 7's transaction: its
+    // ABORT marker gets a delete horizon and loses its index entry; pid 8's COMMIT stays
+    // (its record does).
+    assert_eq!(log.remove_expired_producers(NOW + 1, 0), 2);
+    let log = Mutex::new(log);
+    pass(&log, None, NOW, &mut map);
+    let log = log.into_inner().unwrap();
+    assert_eq!(pid7_data(&log), 0);
     let log = Mutex::new(log);
     pass(&log, None, NOW, &mut map);
     let log = log.into_inner().unwrap();
@@ -438,4 +459,107 @@ fn aborted_transactions_never_win_a_key_and_nothing_past_the_stable_offset_is_cl
         (log.log_end_offset(), log.last_stable_offset()),
         (leo, open)
     );
+}
+
+/// The batches of the whole log: (base offset, last offset, producer id, producer epoch,
+/// base sequence, record count).
+fn batches(log: &PartitionLog) -> Vec<(i64, i64, i64, i16, i32, i32)> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < log.log_end_offset() {
+        let data = log.read(offset, 64 * 1024, i64::MAX, true).unwrap();
+        let bytes = data.slice.unwrap().read_to_vec().unwrap();
+        for item in weir_record::LogEntries::new(&bytes) {
+            let Ok((_, weir_record::LogEntry::V2(b))) = item else {
+                break;
+            };
+            if b.last_offset() >= offset {
+                out.push((
+                    b.base_offset(),
+                    b.last_offset(),
+                    b.producer_id(),
+                    b.producer_epoch(),
+                    b.base_sequence(),
+                    b.records_count(),
+                ));
+            }
+        }
+        offset = out.last().map_or(offset, |b| b.1 + 1);
+    }
+    out
+}
+
+#[test]
+fn a_producer_s_last_batch_survives_compaction_so_its_sequence_does() {
+    use weir_record::BatchBuilder;
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("cmp-0");
+    let mut log = PartitionLog::create(
+        &pdir,
+        TopicPartition::new("cmp", 0),
+        uuid::Uuid::new_v4(),
+        compact_config(),
+        NOW,
+    )
+    .unwrap();
+    let keyed = |producer: Option<(i64, i32)>, recs: &[(&str, &str)]| -> Vec<u8> {
+        let mut b = BatchBuilder::new(Compression::None, 0, usize::MAX);
+        if let Some((pid, seq)) = producer {
+            b = b.producer(pid, 3, seq);
+        }
+        for (k, v) in recs {
+            b.append(NOW, Some(k.as_bytes()), Some(v.as_bytes()), &[])
+                .unwrap();
+        }
+        b.build().unwrap().bytes
+    };
+    let append = |log: &mut PartitionLog, bytes: Vec<u8>| {
+        log.append_as_leader(bytes, 0, NOW, AppendOrigin::Client)
+            .unwrap()
+            .first_offset
+    };
+    // An idempotent producer writes two batches (sequences 0-1 and 2-3), then goes quiet;
+    // later records, from no producer, replace every key it wrote.
+    append(&mut log, keyed(Some((5, 0)), &[("a", "1"), ("b", "1")])); // 0, 1
+    let last = append(&mut log, keyed(Some((5, 2)), &[("a", "2"), ("c", "2")])); // 2, 3
+    let filler = "x".repeat(60);
+    for i in 0..40 {
+        let v = format!("{i}{filler}");
+        append(&mut log, keyed(None, &[("a", &v), ("b", &v), ("c", &v)]));
+    }
+    log.roll(None, NOW).unwrap();
+    let log = Mutex::new(log);
+    let mut map = OffsetMap::new(1 << 20);
+    assert!(pass(&log, None, NOW, &mut map) > last + 1);
+    let log = log.into_inner().unwrap();
+    // None of pid 5's records survive, but its last batch does, empty, with the producer
+    // fields that carry its sequence; its first batch is gone.
+    let mine: Vec<_> = batches(&log).into_iter().filter(|b| b.2 == 5).collect();
+    assert_eq!(mine, vec![(last, last + 1, 5, 3, 2, 0)]);
+    assert!(!read_all(&log).iter().any(|r| r.offset <= last + 1));
+
+    // A broker that rebuilds producer state from the log alone (no snapshot survived)
+    // still knows pid 5's last sequence, so a retry of that batch is a duplicate.
+    drop(log);
+    for f in std::fs::read_dir(&pdir).unwrap() {
+        let path = f.unwrap().path();
+        if path.extension().is_some_and(|e| e == "snapshot") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let params = LoadParams {
+        recovery_point: Some(0),
+        log_start_offset: None,
+        had_clean_shutdown: false,
+        now_ms: NOW,
+    };
+    let (log, _) = PartitionLog::open(
+        &pdir,
+        TopicPartition::new("cmp", 0),
+        compact_config(),
+        params,
+    )
+    .unwrap();
+    let entry = &log.producer_state().producers()[&5];
+    assert_eq!((entry.producer_epoch, entry.last_seq()), (3, Some(3)));
 }
