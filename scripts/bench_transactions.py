@@ -165,6 +165,16 @@ for partitions in (1, 8):
     rows.append((partitions, statistics.median(idem_rates), statistics.median(txn_rates),
                  ratios, pct(commits, 0.5) * 1000, pct(commits, 0.99) * 1000, len(commits)))
 
+def print_table(results):
+    print("| partitions | idempotent rec/s | transactional rec/s | ratio (each round) | "
+          "commit_transaction p50 | p99 | commits |")
+    print("|---:|---:|---:|---|---:|---:|---:|")
+    for partitions, idem, txn, ratios, p50, p99, n in results:
+        print("| %d | %d | %d | %.2f (%s) | %.1f ms | %.1f ms | %d |" % (
+            partitions, idem, txn, statistics.median(ratios),
+            " ".join("%.2f" % r for r in ratios), p50, p99, n))
+
+
 own = []
 for partitions in (1, 8):
     ratios, idem_rates, txn_rates, p50s, p99s, commits = [], [], [], [], [], 0
@@ -187,13 +197,7 @@ print("Command: `./scripts/bench-transactions.sh` · confluent-kafka (librdkafka
 print("The transactional producer commits every 100 ms; every topic is read back (the "
       "transactional ones under read_committed) and holds exactly the records sent. Neither "
       "producer has a per-record delivery callback.\n")
-print("| partitions | idempotent rec/s | transactional rec/s | ratio (each round) | "
-      "commit_transaction p50 | p99 | commits |")
-print("|---:|---:|---:|---|---:|---:|---:|")
-for partitions, idem, txn, ratios, p50, p99, n in rows:
-    print("| %d | %d | %d | %.2f (%s) | %.1f ms | %.1f ms | %d |" % (
-        partitions, idem, txn, statistics.median(ratios),
-        " ".join("%.2f" % r for r in ratios), p50, p99, n))
+print_table(rows)
 
 print("\n### Weir's own producer (`weir bench produce`)\n")
 print("%d records of 100 B per run, acks=all, linger.ms=5, `--transaction-duration-ms 100` "
@@ -201,10 +205,4 @@ print("%d records of 100 B per run, acks=all, linger.ms=5, `--transaction-durati
       "topic read back under read_committed holds every record and not one more. "
       "commit_transaction p50 is the median of the rounds' medians, p99 the worst round's.\n"
       % (WEIR_RECORDS, ROUNDS))
-print("| partitions | idempotent rec/s | transactional rec/s | ratio (each round) | "
-      "commit_transaction p50 | p99 | commits |")
-print("|---:|---:|---:|---|---:|---:|---:|")
-for partitions, idem, txn, ratios, p50, p99, n in own:
-    print("| %d | %d | %d | %.2f (%s) | %.1f ms | %.1f ms | %d |" % (
-        partitions, idem, txn, statistics.median(ratios),
-        " ".join("%.2f" % r for r in ratios), p50, p99, n))
+print_table(own)

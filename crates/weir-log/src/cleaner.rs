@@ -7,7 +7,8 @@
 //! records of aborted transactions neither win a key nor survive, and a marker whose
 //! transaction has no batch left gets a delete horizon, then goes once it has passed.
 //! The last batch of every producer the partition still knows stays (emptied if none of
-//! its records do), so that its sequence and epoch survive for a rebuild of producer state.
+//! its records do), or, if its epoch moved on in a marker since, that marker: so a rebuild
+//! of producer state still knows its last sequence and epoch.
 //! Choosing which log to clean and running passes on a thread is the manager's job; this
 //! module cleans the log it is given.
 
@@ -817,8 +818,10 @@ fn filter_entry(
 /// What survives of a control batch: a marker still needed stays; one whose transaction is
 /// gone gets a delete horizon (`delete.retention.ms` from now, so that consumers reading
 /// behind still see it), and goes in a pass after the horizon. The last batch of a pass
-/// stays, so the log's offsets stay known, and so does the marker that is its producer's
-/// last entry (`last_of_producer`), for the epoch it carries.
+/// stays, so the log's offsets stay known. A marker that is its producer's last entry
+/// (`last_of_producer`) gets its horizon too, but stays after it, for the epoch it
+/// carries: a rebuild of producer state reads the epoch from its record, so it is not
+/// emptied as a data batch is.
 fn filter_marker(
     b: &RecordBatch<'_>,
     fate: MarkerFate,
@@ -827,12 +830,11 @@ fn filter_marker(
     now_ms: i64,
     config: &crate::config::LogConfig,
 ) -> Option<Kept> {
-    if matches!(fate, MarkerFate::Keep(_)) || last_of_producer || b.last_offset() + 1 == end_offset
-    {
+    if matches!(fate, MarkerFate::Keep(_)) || b.last_offset() + 1 == end_offset {
         return Some(Kept::Whole);
     }
     match b.delete_horizon_ms() {
-        Some(h) if now_ms >= h => None,
+        Some(h) if now_ms >= h => last_of_producer.then_some(Kept::Whole),
         Some(_) => Some(Kept::Whole),
         None => Some(
             match with_delete_horizon(b, now_ms.saturating_add(config.delete_retention_ms)) {

@@ -12,7 +12,7 @@ use common::*;
 use weir_kafka::TopicPartition;
 use weir_log::cleaner::{self, CrashPoint, OffsetMap};
 use weir_log::{AppendOrigin, CleanupPolicy, LoadParams, LogConfig, PartitionLog};
-use weir_record::Compression;
+use weir_record::{Compression, ControlRecordType, EndTransactionMarker};
 
 fn compact_config() -> Arc<LogConfig> {
     Arc::new(LogConfig {
@@ -294,58 +294,89 @@ fn a_crash_at_any_step_of_the_swap_loads_a_consistent_log() {
     }
 }
 
-#[test]
-fn aborted_transactions_never_win_a_key_and_nothing_past_the_stable_offset_is_cleaned() {
-    use weir_record::{BatchBuilder, ControlRecordType, EndTransactionMarker};
-    let dir = tempfile::tempdir().unwrap();
-    let pdir = dir.path().join("cmp-0");
-    let mut log = PartitionLog::create(
-        &pdir,
+/// A new, empty compacted log in `pdir`.
+fn new_log(pdir: &std::path::Path) -> PartitionLog {
+    PartitionLog::create(
+        pdir,
         TopicPartition::new("cmp", 0),
         uuid::Uuid::new_v4(),
         compact_config(),
         NOW,
     )
-    .unwrap();
-    let keyed = |pid: Option<i64>, recs: &[(&str, &str)]| -> Vec<u8> {
-        let mut b = BatchBuilder::new(Compression::None, 0, usize::MAX);
-        if let Some(pid) = pid {
-            b = b.producer(pid, 0, 0).transactional(true);
-        }
-        for (k, v) in recs {
-            b.append(NOW, Some(k.as_bytes()), Some(v.as_bytes()), &[])
-                .unwrap();
-        }
-        b.build().unwrap().bytes
+    .unwrap()
+}
+
+/// The log in `pdir` opened again after an unclean stop, recovered from its start.
+fn reopen(pdir: &std::path::Path, now_ms: i64) -> PartitionLog {
+    let params = LoadParams {
+        recovery_point: Some(0),
+        log_start_offset: None,
+        had_clean_shutdown: false,
+        now_ms,
     };
-    let end = |log: &mut PartitionLog, pid: i64, kind: ControlRecordType| {
-        let marker = EndTransactionMarker {
-            kind,
-            coordinator_epoch: 0,
-        };
-        log.append_end_txn_marker(pid, 0, marker, 0, NOW)
-            .unwrap()
-            .first_offset
+    PartitionLog::open(
+        pdir,
+        TopicPartition::new("cmp", 0),
+        compact_config(),
+        params,
+    )
+    .unwrap()
+    .0
+}
+
+/// A batch of keyed records; with `producer` (id, epoch, base sequence, transactional),
+/// as that producer sends it.
+fn keyed(producer: Option<(i64, i16, i32, bool)>, recs: &[(&str, &str)]) -> Vec<u8> {
+    let mut b = weir_record::BatchBuilder::new(Compression::None, 0, usize::MAX);
+    if let Some((pid, epoch, seq, transactional)) = producer {
+        b = b.producer(pid, epoch, seq).transactional(transactional);
+    }
+    for (k, v) in recs {
+        b.append(NOW, Some(k.as_bytes()), Some(v.as_bytes()), &[])
+            .unwrap();
+    }
+    b.build().unwrap().bytes
+}
+
+/// Appends `bytes` as the leader; the first offset it got.
+fn append(log: &mut PartitionLog, bytes: Vec<u8>) -> i64 {
+    log.append_as_leader(bytes, 0, NOW, AppendOrigin::Client)
+        .unwrap()
+        .first_offset
+}
+
+/// Appends a COMMIT or ABORT marker of `pid` at `epoch`; its offset.
+fn end_txn(log: &mut PartitionLog, pid: i64, epoch: i16, kind: ControlRecordType) -> i64 {
+    let marker = EndTransactionMarker {
+        kind,
+        coordinator_epoch: 0,
     };
-    let append = |log: &mut PartitionLog, bytes: Vec<u8>| {
-        log.append_as_leader(bytes, 0, NOW, AppendOrigin::Client)
-            .unwrap()
-            .first_offset
-    };
+    log.append_end_txn_marker(pid, epoch, marker, 0, NOW)
+        .unwrap()
+        .first_offset
+}
+
+#[test]
+fn aborted_transactions_never_win_a_key_and_nothing_past_the_stable_offset_is_cleaned() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("cmp-0");
+    let mut log = new_log(&pdir);
+    let txn = |pid| Some((pid, 0, 0, true));
+    let end = |log: &mut PartitionLog, pid, kind| end_txn(log, pid, 0, kind);
     let filler = "x".repeat(60);
     append(&mut log, keyed(None, &[("k1", "v1"), ("k2", "v2")])); // 0, 1
     append(
         &mut log,
-        keyed(Some(7), &[("k1", "aborted"), ("k3", "aborted-only")]),
+        keyed(txn(7), &[("k1", "aborted"), ("k3", "aborted-only")]),
     ); // 2, 3
     let abort_at = end(&mut log, 7, ControlRecordType::Abort); // 4
-    append(&mut log, keyed(Some(8), &[("k2", "committed")])); // 5
+    append(&mut log, keyed(txn(8), &[("k2", "committed")])); // 5
     let commit_at = end(&mut log, 8, ControlRecordType::Commit); // 6
     for i in 0..40 {
         append(&mut log, keyed(None, &[(&format!("f{}", i % 5), &filler)]));
     }
     // A transaction still open, and records after it: none of this may be cleaned yet.
-    let open = append(&mut log, keyed(Some(9), &[("k1", "open")]));
+    let open = append(&mut log, keyed(txn(9), &[("k1", "open")]));
     for i in 0..20 {
         append(&mut log, keyed(None, &[(&format!("f{}", i % 5), &filler)]));
     }
@@ -441,19 +472,7 @@ fn aborted_transactions_never_win_a_key_and_nothing_past_the_stable_offset_is_cl
     // What is left reloads to the same state: no transaction open but pid 9's.
     let leo = log.log_end_offset();
     drop(log);
-    let params = LoadParams {
-        recovery_point: Some(0),
-        log_start_offset: None,
-        had_clean_shutdown: false,
-        now_ms: later,
-    };
-    let (log, _) = PartitionLog::open(
-        &pdir,
-        TopicPartition::new("cmp", 0),
-        compact_config(),
-        params,
-    )
-    .unwrap();
+    let log = reopen(&pdir, later);
     assert_eq!(read_all(&log), kept);
     assert_eq!(
         (log.log_end_offset(), log.last_stable_offset()),
@@ -489,39 +508,26 @@ fn batches(log: &PartitionLog) -> Vec<(i64, i64, i64, i16, i32, i32)> {
     out
 }
 
+/// Removes the producer-state snapshots of the log in `pdir`, as if none had survived.
+fn remove_snapshots(pdir: &std::path::Path) {
+    for f in std::fs::read_dir(pdir).unwrap() {
+        let path = f.unwrap().path();
+        if path.extension().is_some_and(|e| e == "snapshot") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+}
+
 #[test]
 fn a_producer_s_last_batch_survives_compaction_so_its_sequence_does() {
-    use weir_record::BatchBuilder;
     let dir = tempfile::tempdir().unwrap();
     let pdir = dir.path().join("cmp-0");
-    let mut log = PartitionLog::create(
-        &pdir,
-        TopicPartition::new("cmp", 0),
-        uuid::Uuid::new_v4(),
-        compact_config(),
-        NOW,
-    )
-    .unwrap();
-    let keyed = |producer: Option<(i64, i32)>, recs: &[(&str, &str)]| -> Vec<u8> {
-        let mut b = BatchBuilder::new(Compression::None, 0, usize::MAX);
-        if let Some((pid, seq)) = producer {
-            b = b.producer(pid, 3, seq);
-        }
-        for (k, v) in recs {
-            b.append(NOW, Some(k.as_bytes()), Some(v.as_bytes()), &[])
-                .unwrap();
-        }
-        b.build().unwrap().bytes
-    };
-    let append = |log: &mut PartitionLog, bytes: Vec<u8>| {
-        log.append_as_leader(bytes, 0, NOW, AppendOrigin::Client)
-            .unwrap()
-            .first_offset
-    };
+    let mut log = new_log(&pdir);
+    let idempotent = |seq| Some((5, 3, seq, false));
     // An idempotent producer writes two batches (sequences 0-1 and 2-3), then goes quiet;
     // later records, from no producer, replace every key it wrote.
-    append(&mut log, keyed(Some((5, 0)), &[("a", "1"), ("b", "1")])); // 0, 1
-    let last = append(&mut log, keyed(Some((5, 2)), &[("a", "2"), ("c", "2")])); // 2, 3
+    append(&mut log, keyed(idempotent(0), &[("a", "1"), ("b", "1")])); // 0, 1
+    let last = append(&mut log, keyed(idempotent(2), &[("a", "2"), ("c", "2")])); // 2, 3
     let filler = "x".repeat(60);
     for i in 0..40 {
         let v = format!("{i}{filler}");
@@ -541,25 +547,49 @@ fn a_producer_s_last_batch_survives_compaction_so_its_sequence_does() {
     // A broker that rebuilds producer state from the log alone (no snapshot survived)
     // still knows pid 5's last sequence, so a retry of that batch is a duplicate.
     drop(log);
-    for f in std::fs::read_dir(&pdir).unwrap() {
-        let path = f.unwrap().path();
-        if path.extension().is_some_and(|e| e == "snapshot") {
-            std::fs::remove_file(path).unwrap();
-        }
-    }
-    let params = LoadParams {
-        recovery_point: Some(0),
-        log_start_offset: None,
-        had_clean_shutdown: false,
-        now_ms: NOW,
-    };
-    let (log, _) = PartitionLog::open(
-        &pdir,
-        TopicPartition::new("cmp", 0),
-        compact_config(),
-        params,
-    )
-    .unwrap();
+    remove_snapshots(&pdir);
+    let log = reopen(&pdir, NOW);
     let entry = &log.producer_state().producers()[&5];
     assert_eq!((entry.producer_epoch, entry.last_seq()), (3, Some(3)));
+}
+
+#[test]
+fn the_marker_that_bumped_a_producer_s_epoch_outlives_its_delete_horizon() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("cmp-0");
+    let mut log = new_log(&pdir);
+    // pid 11 commits a transaction at epoch 0, then its next one is aborted at epoch 1
+    // (a fenced producer's transaction, KIP-890), which leaves it no data batch of its
+    // current epoch: the ABORT marker is its last entry. Later records replace its keys.
+    append(
+        &mut log,
+        keyed(Some((11, 0, 0, true)), &[("m", "committed")]),
+    );
+    let commit_at = end_txn(&mut log, 11, 0, ControlRecordType::Commit);
+    append(&mut log, keyed(Some((11, 0, 1, true)), &[("m", "aborted")]));
+    let abort_at = end_txn(&mut log, 11, 1, ControlRecordType::Abort);
+    let filler = "x".repeat(60);
+    for i in 0..40 {
+        append(&mut log, keyed(None, &[("m", &format!("{i}{filler}"))]));
+    }
+    log.roll(None, NOW).unwrap();
+    let log = Mutex::new(log);
+    let mut map = OffsetMap::new(1 << 20);
+    // The first pass drops both transactions' records; the next gives both markers a
+    // delete horizon; one after it removes the COMMIT, which is no producer's last entry.
+    for now in [NOW, NOW, NOW + 60_001] {
+        pass(&log, None, now, &mut map);
+    }
+    let log = log.into_inner().unwrap();
+    let markers: Vec<i64> = batches(&log)
+        .into_iter()
+        .filter(|b| b.2 == 11)
+        .map(|b| b.0)
+        .collect();
+    assert_eq!(markers, vec![abort_at], "COMMIT at {commit_at} gone");
+    // Rebuilt from the log alone, pid 11 is still at epoch 1, so epoch 0 stays fenced.
+    drop(log);
+    remove_snapshots(&pdir);
+    let log = reopen(&pdir, NOW + 60_001);
+    assert_eq!(log.producer_state().producers()[&11].producer_epoch, 1);
 }

@@ -1217,6 +1217,7 @@ fn bench_measures_against_its_own_broker_or_a_given_one() {
     // One transactional.id for several producers would have them fence each other.
     for flags in [
         &["--property", "transactional.id=one"][..],
+        &["--property", "transactional.id =one"][..],
         &["--transaction-duration-ms", "0"][..],
     ] {
         let mut args = vec!["bench", "produce", "--bootstrap", b, "--topic", "tx"];

@@ -153,11 +153,10 @@ pub(super) async fn run(a: ProduceArgs) -> anyhow::Result<Outcome> {
     if transaction_ms == Some(0) {
         return Err(usage("--transaction-duration-ms must be at least 1"));
     }
-    if a.common
-        .properties
-        .iter()
-        .any(|p| p.trim_start().starts_with("transactional.id="))
-    {
+    let given_id = a.common.properties.iter().any(|p| {
+        crate::cli::key_value(p, "--property").is_ok_and(|(k, _)| k == "transactional.id")
+    });
+    if given_id {
         return Err(usage(
             "give the transactional id with --transactional-id, so that each producer gets its own",
         ));
