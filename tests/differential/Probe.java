@@ -1,0 +1,405 @@
+// What Kafka's own Java client observes of a broker, scenario by scenario, as one JSON line
+// each: {"scenario": NAME, "observed": {...}}. The differential suite (run.py) runs the same
+// scenarios against Apache Kafka 4.4 and against Weir and compares the lines. A scenario
+// normalises what must differ between two brokers (ids, ports, times of now) itself, and
+// names informational fields with a leading "~" (error messages): shown, never compared.
+//
+// usage: java -cp "classes:lib/*" Probe --bootstrap HOST:PORT [--only PREFIX]...
+
+import java.time.Duration;
+import java.util.*;
+import java.util.concurrent.ExecutionException;
+import java.util.function.Supplier;
+import java.util.stream.Collectors;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.*;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.serialization.*;
+
+public class Probe {
+    interface Scenario {
+        Map<String, Object> run() throws Exception;
+    }
+
+    static String bootstrap;
+    static Admin admin;
+    static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.ORDER_MAP_ENTRIES_BY_KEYS);
+    // Bounded waits: a scenario that cannot see what it waits for reports that, never hangs.
+    static final Duration WAIT = Duration.ofSeconds(30);
+
+    public static void main(String[] args) throws Exception {
+        List<String> only = new ArrayList<>();
+        for (int i = 0; i < args.length; i++) {
+            switch (args[i]) {
+                case "--bootstrap" -> bootstrap = args[++i];
+                case "--only" -> only.add(args[++i]);
+                default -> throw new IllegalArgumentException("unknown argument " + args[i]);
+            }
+        }
+        if (bootstrap == null) throw new IllegalArgumentException("--bootstrap HOST:PORT is required");
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        admin = Admin.create(p);
+        LinkedHashMap<String, Scenario> all = scenarios();
+        for (Map.Entry<String, Scenario> e : all.entrySet()) {
+            if (!only.isEmpty() && only.stream().noneMatch(e.getKey()::startsWith)) continue;
+            Map<String, Object> line = new LinkedHashMap<>();
+            line.put("scenario", e.getKey());
+            long t0 = System.nanoTime();
+            try {
+                line.put("observed", e.getValue().run());
+            } catch (Exception ex) {
+                line.put("observed", Map.of("scenario failed", error(ex)));
+            }
+            line.put("~ms", (System.nanoTime() - t0) / 1_000_000);
+            System.out.println(JSON.writeValueAsString(line));
+            System.out.flush();
+        }
+        admin.close();
+    }
+
+    static LinkedHashMap<String, Scenario> scenarios() {
+        LinkedHashMap<String, Scenario> s = new LinkedHashMap<>();
+        s.put("topics/create-and-describe", Probe::createAndDescribe);
+        s.put("topics/describe-by-id", Probe::describeById);
+        s.put("topics/describe-unknown-id", () -> outcome(() ->
+            admin.describeTopics(TopicCollection.ofTopicIds(List.of(Uuid.randomUuid()))).allTopicIds().get()));
+        s.put("topics/describe-unknown-name", () -> outcome(() ->
+            admin.describeTopics(List.of("d-no-such-topic")).allTopicNames().get()));
+        s.put("topics/create-invalid-name", () -> outcome(() ->
+            admin.createTopics(List.of(new NewTopic("bad/name", 1, (short) 1))).all().get()));
+        s.put("topics/create-too-long-name", () -> outcome(() ->
+            admin.createTopics(List.of(new NewTopic("x".repeat(250), 1, (short) 1))).all().get()));
+        s.put("topics/create-existing", Probe::createExisting);
+        s.put("topics/create-bad-config", () -> outcome(() ->
+            admin.createTopics(List.of(new NewTopic("d-bad-config", 1, (short) 1)
+                .configs(Map.of("cleanup.policy", "bogus")))).all().get()));
+        s.put("topics/create-unknown-config", () -> outcome(() ->
+            admin.createTopics(List.of(new NewTopic("d-unknown-config", 1, (short) 1)
+                .configs(Map.of("no.such.config", "1")))).all().get()));
+        s.put("topics/create-zero-partitions", () -> outcome(() ->
+            admin.createTopics(List.of(new NewTopic("d-zero", 0, (short) 1))).all().get()));
+        s.put("topics/create-replication-too-high", () -> outcome(() ->
+            admin.createTopics(List.of(new NewTopic("d-rf", 1, (short) 9))).all().get()));
+        s.put("topics/delete-by-id", Probe::deleteById);
+        s.put("topics/delete-unknown-id", () -> outcome(() ->
+            admin.deleteTopics(TopicCollection.ofTopicIds(List.of(Uuid.randomUuid()))).all().get()));
+        s.put("offsets/max-timestamp-one-batch", () -> maxTimestamp("d-maxts-one", true));
+        s.put("offsets/max-timestamp-batches", () -> maxTimestamp("d-maxts-many", false));
+        s.put("offsets/earliest-latest-by-time", Probe::earliestLatest);
+        s.put("groups/offsets-only", Probe::offsetsOnlyGroup);
+        s.put("groups/empty-after-delete-offsets", Probe::emptyAfterDeleteOffsets);
+        s.put("groups/consumer-protocol-epochs", Probe::consumerProtocolEpochs);
+        s.put("groups/describe-unknown", Probe::describeUnknownGroup);
+        return s;
+    }
+
+    // --- helpers ---------------------------------------------------------------------------
+
+    /** An exception as a client sees it: its class (compared) and message (not). */
+    static Map<String, Object> error(Throwable ex) {
+        Throwable cause = ex;
+        while ((cause instanceof ExecutionException || cause instanceof java.util.concurrent.CompletionException)
+            && cause.getCause() != null) {
+            cause = cause.getCause();
+        }
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("error", cause.getClass().getSimpleName());
+        m.put("~message", String.valueOf(cause.getMessage()));
+        return m;
+    }
+
+    interface Call {
+        Object call() throws Exception;
+    }
+
+    /** "ok", or the error the call ended in. */
+    static Map<String, Object> outcome(Call c) {
+        try {
+            c.call();
+            return Map.of("outcome", "ok");
+        } catch (Exception ex) {
+            return error(ex);
+        }
+    }
+
+    static void createTopic(String name, int partitions, Map<String, String> configs) throws Exception {
+        admin.createTopics(List.of(new NewTopic(name, partitions, (short) 1).configs(configs))).all().get();
+        // Metadata reaches every broker of a cluster shortly after the controller made it.
+        waitFor("topic " + name + " is described", () -> {
+            try {
+                return admin.describeTopics(List.of(name)).allTopicNames().get().get(name)
+                    .partitions().stream().allMatch(p -> p.leader() != null);
+            } catch (Exception e) {
+                return false;
+            }
+        });
+    }
+
+    static void waitFor(String what, Supplier<Boolean> cond) throws Exception {
+        long deadline = System.nanoTime() + WAIT.toNanos();
+        while (!cond.get()) {
+            if (System.nanoTime() > deadline) throw new IllegalStateException("waited " + WAIT + " until " + what);
+            Thread.sleep(50);
+        }
+    }
+
+    static Map<String, Object> topic(TopicDescription d) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("name", d.name());
+        m.put("internal", d.isInternal());
+        m.put("partitions", d.partitions().size());
+        m.put("replicas", d.partitions().stream().map(p -> p.replicas().size()).collect(Collectors.toList()));
+        m.put("has topic id", d.topicId() != null && !Uuid.ZERO_UUID.equals(d.topicId()));
+        return m;
+    }
+
+    static KafkaProducer<String, String> producer(Map<String, Object> extra) {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.putAll(extra);
+        return new KafkaProducer<>(p);
+    }
+
+    static KafkaConsumer<String, String> consumer(Map<String, Object> extra) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.putAll(extra);
+        return new KafkaConsumer<>(p);
+    }
+
+    // --- topics ----------------------------------------------------------------------------
+
+    static Map<String, Object> createAndDescribe() throws Exception {
+        createTopic("d-described", 3, Map.of());
+        TopicDescription d = admin.describeTopics(List.of("d-described")).allTopicNames().get().get("d-described");
+        return topic(d);
+    }
+
+    static Map<String, Object> describeById() throws Exception {
+        CreateTopicsResult r = admin.createTopics(List.of(new NewTopic("d-by-id", 2, (short) 1)));
+        r.all().get();
+        Uuid id = r.topicId("d-by-id").get();
+        Map<String, Object> m = new LinkedHashMap<>();
+        Map<Uuid, TopicDescription> byId = admin.describeTopics(TopicCollection.ofTopicIds(List.of(id))).allTopicIds().get();
+        TopicDescription d = byId.get(id);
+        m.put("described", d == null ? null : topic(d));
+        m.put("same id", d != null && id.equals(d.topicId()));
+        // The name's description carries the id that CreateTopics answered.
+        TopicDescription byName = admin.describeTopics(List.of("d-by-id")).allTopicNames().get().get("d-by-id");
+        m.put("same id by name", id.equals(byName.topicId()));
+        return m;
+    }
+
+    static Map<String, Object> createExisting() throws Exception {
+        createTopic("d-existing", 1, Map.of());
+        return outcome(() -> admin.createTopics(List.of(new NewTopic("d-existing", 1, (short) 1))).all().get());
+    }
+
+    static Map<String, Object> deleteById() throws Exception {
+        CreateTopicsResult r = admin.createTopics(List.of(new NewTopic("d-delete-by-id", 1, (short) 1)));
+        r.all().get();
+        Uuid id = r.topicId("d-delete-by-id").get();
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("delete", outcome(() -> admin.deleteTopics(TopicCollection.ofTopicIds(List.of(id))).all().get()));
+        waitFor("the deleted topic is gone", () -> {
+            try {
+                return !admin.listTopics().names().get().contains("d-delete-by-id");
+            } catch (Exception e) {
+                return false;
+            }
+        });
+        m.put("describe after", outcome(() ->
+            admin.describeTopics(TopicCollection.ofTopicIds(List.of(id))).allTopicIds().get()));
+        return m;
+    }
+
+    // --- offsets ---------------------------------------------------------------------------
+
+    /**
+     * ListOffsets MAX_TIMESTAMP over records whose timestamps rise, fall and tie, in one batch
+     * or in a batch each: the answer names the first record with the largest timestamp.
+     */
+    static Map<String, Object> maxTimestamp(String name, boolean oneBatch) throws Exception {
+        createTopic(name, 1, Map.of());
+        long[] times = {1_000, 5_000, 3_000, 5_000, 2_000, 4_000};
+        try (KafkaProducer<String, String> p = producer(Map.of(ProducerConfig.LINGER_MS_CONFIG, oneBatch ? 1000 : 0))) {
+            List<java.util.concurrent.Future<RecordMetadata>> sent = new ArrayList<>();
+            for (int i = 0; i < times.length; i++) {
+                var f = p.send(new ProducerRecord<>(name, 0, times[i], "k" + i, "v" + i));
+                if (oneBatch) sent.add(f); else f.get();
+            }
+            p.flush();
+            for (var f : sent) f.get();
+        }
+        TopicPartition tp = new TopicPartition(name, 0);
+        Map<String, Object> m = new LinkedHashMap<>();
+        var info = admin.listOffsets(Map.of(tp, OffsetSpec.maxTimestamp())).all().get().get(tp);
+        m.put("offset", info.offset());
+        m.put("timestamp", info.timestamp());
+        m.put("leader epoch present", info.leaderEpoch().isPresent());
+        return m;
+    }
+
+    static Map<String, Object> earliestLatest() throws Exception {
+        String name = "d-by-time";
+        createTopic(name, 1, Map.of());
+        try (KafkaProducer<String, String> p = producer(Map.of())) {
+            for (long t : new long[] {10_000, 20_000, 30_000}) {
+                p.send(new ProducerRecord<>(name, 0, t, "k", "v")).get();
+            }
+        }
+        TopicPartition tp = new TopicPartition(name, 0);
+        Map<String, Object> m = new LinkedHashMap<>();
+        Map<String, OffsetSpec> specs = new LinkedHashMap<>();
+        specs.put("earliest", OffsetSpec.earliest());
+        specs.put("latest", OffsetSpec.latest());
+        specs.put("at 15000", OffsetSpec.forTimestamp(15_000));
+        specs.put("at 20000", OffsetSpec.forTimestamp(20_000));
+        specs.put("after the last", OffsetSpec.forTimestamp(40_000));
+        for (var e : specs.entrySet()) {
+            var info = admin.listOffsets(Map.of(tp, e.getValue())).all().get().get(tp);
+            m.put(e.getKey(), List.of(info.offset(), info.timestamp()));
+        }
+        return m;
+    }
+
+    // --- groups ----------------------------------------------------------------------------
+
+    static Map<String, Object> listing(String group) throws Exception {
+        for (GroupListing g : admin.listGroups().all().get()) {
+            if (g.groupId().equals(group)) {
+                Map<String, Object> m = new LinkedHashMap<>();
+                m.put("type", g.type().map(Object::toString).orElse(null));
+                m.put("protocol", g.protocol());
+                m.put("state", g.groupState().map(Object::toString).orElse(null));
+                return m;
+            }
+        }
+        return null;
+    }
+
+    static Map<String, Object> describeGroup(String group) throws Exception {
+        ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("state", String.valueOf(d.groupState()));
+        m.put("type", String.valueOf(d.type()));
+        m.put("assignor", d.partitionAssignor());
+        m.put("members", d.members().size());
+        m.put("group epoch", d.groupEpoch().orElse(null));
+        m.put("target assignment epoch", d.targetAssignmentEpoch().orElse(null));
+        m.put("member epochs", d.members().stream()
+            .map(x -> x.memberEpoch().orElse(null)).sorted(Comparator.nullsFirst(Comparator.naturalOrder()))
+            .collect(Collectors.toList()));
+        return m;
+    }
+
+    static Map<String, Object> offsetsOnlyGroup() throws Exception {
+        String name = "d-offsets-only";
+        createTopic(name, 1, Map.of());
+        String group = "d-offsets-only-group";
+        TopicPartition tp = new TopicPartition(name, 0);
+        admin.alterConsumerGroupOffsets(group, Map.of(tp, new OffsetAndMetadata(0))).all().get();
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("listed", listing(group));
+        m.put("described", describeGroup(group));
+        m.put("offsets", admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get()
+            .get(tp).offset());
+        return m;
+    }
+
+    static Map<String, Object> emptyAfterDeleteOffsets() throws Exception {
+        String name = "d-delete-offsets";
+        createTopic(name, 1, Map.of());
+        String group = "d-delete-offsets-group";
+        TopicPartition tp = new TopicPartition(name, 0);
+        try (KafkaProducer<String, String> p = producer(Map.of())) {
+            p.send(new ProducerRecord<>(name, 0, "k", "v")).get();
+        }
+        try (KafkaConsumer<String, String> c = consumer(Map.of(ConsumerConfig.GROUP_ID_CONFIG, group))) {
+            c.subscribe(List.of(name));
+            long deadline = System.nanoTime() + WAIT.toNanos();
+            int seen = 0;
+            while (seen == 0 && System.nanoTime() < deadline) seen += c.poll(Duration.ofMillis(200)).count();
+            c.commitSync();
+        }
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("after the consumer left", listing(group));
+        m.put("delete offsets", outcome(() -> admin.deleteConsumerGroupOffsets(group, Set.of(tp)).all().get()));
+        m.put("listed", listing(group));
+        m.put("described", describeGroup(group));
+        m.put("offsets", admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get().size());
+        m.put("delete group", outcome(() -> admin.deleteConsumerGroups(List.of(group)).all().get()));
+        m.put("listed after delete", listing(group));
+        return m;
+    }
+
+    /**
+     * A KIP-848 group's epochs through its history: one member, a second one, the first
+     * leaving. Each step waits until the group is stable (every member at the target epoch).
+     */
+    static Map<String, Object> consumerProtocolEpochs() throws Exception {
+        String name = "d-848";
+        createTopic(name, 4, Map.of());
+        String group = "d-848-group";
+        Map<String, Object> cfg = Map.of(ConsumerConfig.GROUP_ID_CONFIG, group,
+            ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        Map<String, Object> m = new LinkedHashMap<>();
+        KafkaConsumer<String, String> a = consumer(cfg);
+        KafkaConsumer<String, String> b = null;
+        try {
+            a.subscribe(List.of(name));
+            m.put("one member", stableGroup(group, List.of(a), 4));
+            b = consumer(cfg);
+            b.subscribe(List.of(name));
+            m.put("two members", stableGroup(group, List.of(a, b), 4));
+            a.close();
+            a = null;
+            m.put("first left", stableGroup(group, List.of(b), 4));
+        } finally {
+            if (a != null) a.close();
+            if (b != null) b.close();
+        }
+        m.put("all left", describeGroup(group));
+        return m;
+    }
+
+    /** Polls `members` until they own `partitions` between them and the group is stable. */
+    static Map<String, Object> stableGroup(String group, List<KafkaConsumer<String, String>> members, int partitions)
+        throws Exception {
+        long deadline = System.nanoTime() + WAIT.toNanos();
+        Map<String, Object> last = null;
+        while (System.nanoTime() < deadline) {
+            int owned = 0;
+            for (var c : members) {
+                c.poll(Duration.ofMillis(100));
+                owned += c.assignment().size();
+            }
+            if (owned != partitions) continue;
+            last = describeGroup(group);
+            Object epoch = last.get("group epoch");
+            boolean stable = "Stable".equals(last.get("state"))
+                && Objects.equals(epoch, last.get("target assignment epoch"))
+                && ((List<?>) last.get("member epochs")).stream().allMatch(e -> Objects.equals(e, epoch))
+                && ((Integer) last.get("members")) == members.size();
+            if (stable) return last;
+        }
+        throw new IllegalStateException("the group did not become stable in " + WAIT + ": " + last);
+    }
+
+    static Map<String, Object> describeUnknownGroup() {
+        return outcome(() -> admin.describeConsumerGroups(List.of("d-never-seen")).all().get());
+    }
+}

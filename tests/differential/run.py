@@ -1,0 +1,171 @@
+"""The differential suite: the same scenarios against Apache Kafka 4.4 and against Weir, and
+what Kafka's own Java client observes of each, compared. Kafka is right: every difference
+fails the run unless COMPATIBILITY.md lists it, with its reason, in its table of kept
+differences ("| `scenario` | `field` | … |", field `*` for the whole scenario). A listed
+difference that no longer differs fails the run too, so the table stays true.
+
+usage: run.py --weir BIN --lib KAFKA_LIB [--only PREFIX]... [--keep]
+Prints one line per scenario (same / differs / known), then "N passed, N failed".
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.dirname(os.path.dirname(here))
+sys.path.insert(0, here)
+from kafka_broker import KafkaCluster, free_port  # noqa: E402
+
+# The same settings on both sides, where a test wants other than the default.
+COMMON_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
+PROBE_TIMEOUT_S = 600
+WEIR_START_TIMEOUT_S = 60
+
+
+class WeirBroker:
+    def __init__(self, binary, work):
+        self.binary = binary
+        self.work = work
+        self.proc = None
+        self.port = free_port()
+
+    @property
+    def bootstrap(self):
+        return f"127.0.0.1:{self.port}"
+
+    def start(self):
+        os.makedirs(self.work, exist_ok=True)
+        args = [self.binary, "serve", "--listen", self.bootstrap,
+                "--data-dir", os.path.join(self.work, "data")]
+        for k, v in COMMON_OVERRIDES.items():
+            args += ["--override", f"{k}={v}"]
+        log = open(os.path.join(self.work, "serve.log"), "ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + WEIR_START_TIMEOUT_S
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"weir serve exited with {self.proc.returncode}: see {self.work}/serve.log")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            time.sleep(0.1)
+        raise RuntimeError("weir serve did not start listening")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=60)
+
+
+def known_differences():
+    """(scenario, field) -> reason, from COMPATIBILITY.md's table of kept differences."""
+    known = {}
+    path = os.path.join(root, "COMPATIBILITY.md")
+    row = re.compile(r"^\|\s*`([^`]+)`\s*\|\s*`([^`]+)`\s*\|(.*)\|\s*$")
+    with open(path) as f:
+        for line in f:
+            m = row.match(line.strip())
+            if m:
+                known[(m.group(1), m.group(2))] = m.group(3).split("|")[-1].strip()
+    return known
+
+
+def flatten(value, prefix=""):
+    """Leaves of a JSON value by path ("a/b"), without the informational "~" keys."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if k.startswith("~"):
+                continue
+            out.update(flatten(v, f"{prefix}/{k}" if prefix else k))
+        return out
+    return {prefix: value}
+
+
+def compile_probe(lib, out):
+    os.makedirs(out, exist_ok=True)
+    subprocess.run(["javac", "-nowarn", "-d", out, "-cp", os.path.join(lib, "*"),
+                    os.path.join(here, "Probe.java")], check=True)
+
+
+def run_probe(lib, classes, bootstrap, only, log):
+    args = ["java", "-Xmx512M", f"-Dlog4j2.configurationFile={lib}/log4j2-tools.properties",
+            "-cp", f"{classes}:{lib}/*", "Probe", "--bootstrap", bootstrap]
+    for o in only:
+        args += ["--only", o]
+    with open(log, "w") as err:
+        out = subprocess.run(args, stdout=subprocess.PIPE, stderr=err, text=True,
+                             timeout=PROBE_TIMEOUT_S, check=True).stdout
+    lines = [json.loads(text) for text in out.splitlines() if text.strip()]
+    return {line["scenario"]: line for line in lines}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--weir", required=True)
+    ap.add_argument("--lib", required=True, help="the directory of Kafka's jars (scripts/kafka.sh fetch)")
+    ap.add_argument("--only", action="append", default=[], help="scenarios whose names start so")
+    ap.add_argument("--keep", action="store_true", help="keep the brokers' files")
+    args = ap.parse_args()
+
+    work = tempfile.mkdtemp(prefix="weir-differential.")
+    classes = os.path.join(work, "classes")
+    compile_probe(args.lib, classes)
+    kafka = KafkaCluster(args.lib, os.path.join(work, "kafka"), 1, overrides=COMMON_OVERRIDES)
+    weir = WeirBroker(os.path.abspath(args.weir), os.path.join(work, "weir"))
+    failed = 0
+    passed = 0
+    try:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            started = [pool.submit(kafka.start), pool.submit(weir.start)]
+            for f in started:
+                f.result()
+            runs = [pool.submit(run_probe, args.lib, classes, b.bootstrap, args.only,
+                                os.path.join(work, f"probe-{n}.log"))
+                    for n, b in (("kafka", kafka), ("weir", weir))]
+            of_kafka, of_weir = (f.result() for f in runs)
+    finally:
+        kafka.stop()
+        weir.stop()
+
+    known = known_differences()
+    for name in sorted(set(of_kafka) | set(of_weir)):
+        k = flatten(of_kafka.get(name, {}).get("observed", {"missing": True}))
+        w = flatten(of_weir.get(name, {}).get("observed", {"missing": True}))
+        differing = sorted(p for p in set(k) | set(w) if k.get(p, "<absent>") != w.get(p, "<absent>"))
+        whole = (name, "*") in known
+        unexplained = [p for p in differing if not whole and (name, p) not in known]
+        stale = [f for (s, f) in known if s == name and f != "*" and f not in differing]
+        if whole and not differing:
+            stale.append("*")
+        if unexplained or stale:
+            failed += 1
+            print(f"FAIL {name}")
+            for p in unexplained:
+                print(f"     {p}: Kafka {json.dumps(k.get(p, '<absent>'))}, Weir {json.dumps(w.get(p, '<absent>'))}")
+            for p in stale:
+                print(f"     {p}: listed in COMPATIBILITY.md as a difference, but Weir now answers as Kafka")
+            for side, run in (("Kafka", of_kafka), ("Weir", of_weir)):
+                print(f"     {side} said: {json.dumps(run.get(name, {}).get('observed'))}")
+        else:
+            passed += 1
+            print(f"{'known' if differing else 'same '} {name}" + (f" ({', '.join(differing)})" if differing else ""))
+    print(f"{passed} passed, {failed} failed")
+    if args.keep or failed:
+        print(f"the brokers' files and the probes' logs: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
