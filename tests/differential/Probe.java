@@ -91,8 +91,17 @@ public class Probe {
         s.put("topics/delete-by-id", Probe::deleteById);
         s.put("topics/delete-unknown-id", () -> outcome(() ->
             admin.deleteTopics(TopicCollection.ofTopicIds(List.of(Uuid.randomUuid()))).all().get()));
-        s.put("offsets/max-timestamp-one-batch", () -> maxTimestamp("d-maxts-one", true));
-        s.put("offsets/max-timestamp-batches", () -> maxTimestamp("d-maxts-many", false));
+        s.put("offsets/max-timestamp-one-batch", () -> maxTimestamp("d-maxts-one", true, Map.of(), 10, Map.of()));
+        s.put("offsets/max-timestamp-batches", () -> maxTimestamp("d-maxts-many", false, Map.of(), 10, Map.of()));
+        s.put("offsets/max-timestamp-lz4-batch", () -> maxTimestamp("d-maxts-lz4", true,
+            Map.of(ProducerConfig.COMPRESSION_TYPE_CONFIG, "lz4"), 10, Map.of()));
+        // Records of 3 KB, a batch each: the ties fall after the indexes' first entries.
+        s.put("offsets/max-timestamp-indexed", () -> maxTimestamp("d-maxts-indexed", false, Map.of(), 3000, Map.of()));
+        // Two segments (1 MiB is the smallest segment.bytes Kafka 4 takes): the largest
+        // timestamp is in both, and the first segment's record is the answer.
+        s.put("offsets/max-timestamp-segments", Probe::maxTimestampSegments);
+        s.put("offsets/max-timestamp-log-append-time", () -> maxTimestampAppendTime());
+        s.put("offsets/max-timestamp-empty", Probe::maxTimestampEmpty);
         s.put("offsets/earliest-latest-by-time", Probe::earliestLatest);
         s.put("groups/offsets-only", Probe::offsetsOnlyGroup);
         s.put("groups/empty-after-delete-offsets", Probe::emptyAfterDeleteOffsets);
@@ -232,18 +241,27 @@ public class Probe {
      * ListOffsets MAX_TIMESTAMP over records whose timestamps rise, fall and tie, in one batch
      * or in a batch each: the answer names the first record with the largest timestamp.
      */
-    static Map<String, Object> maxTimestamp(String name, boolean oneBatch) throws Exception {
-        createTopic(name, 1, Map.of());
-        long[] times = {1_000, 5_000, 3_000, 5_000, 2_000, 4_000};
-        try (KafkaProducer<String, String> p = producer(Map.of(ProducerConfig.LINGER_MS_CONFIG, oneBatch ? 1000 : 0))) {
+    static Map<String, Object> maxTimestamp(String name, boolean oneBatch, Map<String, Object> producerConfig,
+                                            int valueBytes, Map<String, String> topicConfig) throws Exception {
+        createTopic(name, 1, topicConfig);
+        long[] times = {1_000, 5_000, 3_000, 5_000, 2_000, 4_000, 5_000};
+        Map<String, Object> cfg = new HashMap<>(producerConfig);
+        cfg.put(ProducerConfig.LINGER_MS_CONFIG, oneBatch ? 1000 : 0);
+        cfg.put(ProducerConfig.BATCH_SIZE_CONFIG, 1 << 20);
+        String value = "v".repeat(valueBytes);
+        try (KafkaProducer<String, String> p = producer(cfg)) {
             List<java.util.concurrent.Future<RecordMetadata>> sent = new ArrayList<>();
             for (int i = 0; i < times.length; i++) {
-                var f = p.send(new ProducerRecord<>(name, 0, times[i], "k" + i, "v" + i));
+                var f = p.send(new ProducerRecord<>(name, 0, times[i], "k" + i, value));
                 if (oneBatch) sent.add(f); else f.get();
             }
             p.flush();
             for (var f : sent) f.get();
         }
+        return listMaxTimestamp(name);
+    }
+
+    static Map<String, Object> listMaxTimestamp(String name) throws Exception {
         TopicPartition tp = new TopicPartition(name, 0);
         Map<String, Object> m = new LinkedHashMap<>();
         var info = admin.listOffsets(Map.of(tp, OffsetSpec.maxTimestamp())).all().get().get(tp);
@@ -251,6 +269,46 @@ public class Probe {
         m.put("timestamp", info.timestamp());
         m.put("leader epoch present", info.leaderEpoch().isPresent());
         return m;
+    }
+
+    static Map<String, Object> maxTimestampSegments() throws Exception {
+        String name = "d-maxts-segments";
+        createTopic(name, 1, Map.of("segment.bytes", String.valueOf(1 << 20)));
+        String value = "s".repeat(10_000);
+        try (KafkaProducer<String, String> p = producer(Map.of(ProducerConfig.LINGER_MS_CONFIG, 0))) {
+            // 250 records of 10 KB, a batch each: about 2.5 MB, so three segments; the
+            // largest timestamp first at offset 40 (first segment), again at 200 (third).
+            for (int i = 0; i < 250; i++) {
+                long ts = (i == 40 || i == 200) ? 9_000 : 1_000 + i;
+                p.send(new ProducerRecord<>(name, 0, ts, "k" + i, value)).get();
+            }
+        }
+        Map<String, Object> m = listMaxTimestamp(name);
+        m.put("partition size", admin.listOffsets(Map.of(new TopicPartition(name, 0), OffsetSpec.latest()))
+            .all().get().get(new TopicPartition(name, 0)).offset());
+        return m;
+    }
+
+    /** LogAppendTime: the broker's clock stamps each batch; one batch of 5 answers its first record. */
+    static Map<String, Object> maxTimestampAppendTime() throws Exception {
+        String name = "d-maxts-append-time";
+        createTopic(name, 1, Map.of("message.timestamp.type", "LogAppendTime"));
+        try (KafkaProducer<String, String> p = producer(Map.of(ProducerConfig.LINGER_MS_CONFIG, 1000))) {
+            List<java.util.concurrent.Future<RecordMetadata>> sent = new ArrayList<>();
+            for (int i = 0; i < 5; i++) sent.add(p.send(new ProducerRecord<>(name, 0, 1_000L + i, "k", "v")));
+            p.flush();
+            for (var f : sent) f.get();
+        }
+        Map<String, Object> m = listMaxTimestamp(name);
+        long ts = (Long) m.remove("timestamp");
+        m.put("timestamp is the append time", ts > 1_000_000_000_000L);
+        return m;
+    }
+
+    static Map<String, Object> maxTimestampEmpty() throws Exception {
+        String name = "d-maxts-empty";
+        createTopic(name, 1, Map.of());
+        return listMaxTimestamp(name);
     }
 
     static Map<String, Object> earliestLatest() throws Exception {

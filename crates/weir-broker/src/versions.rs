@@ -18,7 +18,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 5),
     (ApiKey::SyncGroup, 0, 5),
-    (ApiKey::DescribeGroups, 0, 5),
+    // v6 (KIP-1043): an unknown group is GROUP_ID_NOT_FOUND, not a Dead description.
+    (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::ListGroups, 0, 5),
     // KIP-848. v1 (member ids made by the client, regex subscriptions) is what librdkafka
     // 2.10+ and the Java client 4.x send.

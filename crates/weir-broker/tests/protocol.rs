@@ -1199,3 +1199,40 @@ async fn the_partition_limit_counts_growth_and_deletion() {
     assert_eq!(b.topic("b").unwrap().partitions.len(), 3);
     running.stop().await.unwrap();
 }
+
+/// Metadata v12 names a topic by its id when the id is set, whatever the name says (the Java
+/// Admin client's describeTopics by id sends an empty name beside it); an id no topic has is
+/// UNKNOWN_TOPIC_ID, answered with that id and no name, as Kafka answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_names_a_topic_by_its_id_when_one_is_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let topic = broker
+        .broker
+        .create_topic("by-id", 2, Default::default(), false)
+        .unwrap();
+    let mut s = TcpStream::connect(broker.addrs[0]).await.unwrap();
+    let unknown = uuid::Uuid::from_u128(0x1234);
+    let mut req = MetadataRequest::default();
+    for id in [topic.id, unknown] {
+        let mut t = metadata_request::MetadataRequestTopic::default();
+        t.topic_id = id;
+        t.name = Some(TopicName(StrBytes::from_static_str("")));
+        req.topics.get_or_insert_with(Vec::new).push(t);
+    }
+    let ResponseKind::Metadata(resp) =
+        call(&mut s, ApiKey::Metadata, 12, 1, RequestKind::Metadata(req)).await
+    else {
+        panic!("not a Metadata response")
+    };
+    let known = &resp.topics[0];
+    assert_eq!(known.error_code, 0);
+    assert_eq!(known.topic_id, topic.id);
+    assert_eq!(known.name.as_ref().map(|n| n.as_str()), Some("by-id"));
+    assert_eq!(known.partitions.len(), 2);
+    let missing = &resp.topics[1];
+    assert_eq!(missing.error_code, 100, "UNKNOWN_TOPIC_ID");
+    assert_eq!(missing.topic_id, unknown);
+    assert_eq!(missing.name, None);
+    broker.stop().await.unwrap();
+}

@@ -113,7 +113,7 @@ impl ConsumerMember {
 
 /// The consumer-protocol side of a group (Kafka's `ConsumerGroup`); committed offsets stay
 /// in [`Group::offsets`], shared with the classic protocol.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ConsumerGroup {
     pub group_epoch: i32,
     pub assignment_epoch: i32,
@@ -126,6 +126,24 @@ pub(crate) struct ConsumerGroup {
     pub subscribed: BTreeMap<String, (Uuid, i32)>,
     /// The assignor of the last target assignment.
     pub assignor: String,
+}
+
+/// A new group's epoch, before its first member: Kafka 4's `ModernGroup` starts at 1, so the
+/// first join makes epoch 2, and the epochs a client sees are Kafka's for the same history.
+const NEW_GROUP_EPOCH: i32 = 1;
+
+impl Default for ConsumerGroup {
+    fn default() -> Self {
+        Self {
+            group_epoch: NEW_GROUP_EPOCH,
+            assignment_epoch: 0,
+            members: IndexMap::new(),
+            target: HashMap::new(),
+            owners: HashMap::new(),
+            subscribed: BTreeMap::new(),
+            assignor: String::new(),
+        }
+    }
 }
 
 impl ConsumerGroup {
@@ -1098,7 +1116,7 @@ mod tests {
                 owned: None,
             },
         );
-        assert_eq!((a.error_code, a.member_epoch), (0, 1));
+        assert_eq!((a.error_code, a.member_epoch), (0, 2));
         let a_parts = parts(&a).unwrap();
         assert_eq!(count(&a_parts), 4);
 
@@ -1112,7 +1130,7 @@ mod tests {
                 owned: None,
             },
         );
-        assert_eq!((b.error_code, b.member_epoch), (0, 2));
+        assert_eq!((b.error_code, b.member_epoch), (0, 3));
         assert_eq!(
             parts(&b).map(|a| count(&a)),
             Some(0),
@@ -1126,12 +1144,12 @@ mod tests {
             &t,
             Beat {
                 member: "a",
-                epoch: 1,
+                epoch: 2,
                 topics: None,
                 owned: None,
             },
         );
-        assert_eq!(a.member_epoch, 1);
+        assert_eq!(a.member_epoch, 2);
         let kept = parts(&a).unwrap();
         assert_eq!(count(&kept), 2);
         assert_exclusive(&c);
@@ -1141,32 +1159,9 @@ mod tests {
             &t,
             Beat {
                 member: "a",
-                epoch: 1,
-                topics: None,
-                owned: Some(a_parts.clone()),
-            },
-        );
-        assert_eq!(a.member_epoch, 1);
-        let b = beat(
-            &c,
-            &t,
-            Beat {
-                member: "b",
                 epoch: 2,
                 topics: None,
-                owned: None,
-            },
-        );
-        assert!(parts(&b).is_none_or(|p| count(&p) == 0));
-        // It revoked them: it moves to epoch 2, and b takes the other two.
-        let a = beat(
-            &c,
-            &t,
-            Beat {
-                member: "a",
-                epoch: 1,
-                topics: None,
-                owned: Some(kept.clone()),
+                owned: Some(a_parts.clone()),
             },
         );
         assert_eq!(a.member_epoch, 2);
@@ -1175,7 +1170,30 @@ mod tests {
             &t,
             Beat {
                 member: "b",
+                epoch: 3,
+                topics: None,
+                owned: None,
+            },
+        );
+        assert!(parts(&b).is_none_or(|p| count(&p) == 0));
+        // It revoked them: it moves to epoch 3, and b takes the other two.
+        let a = beat(
+            &c,
+            &t,
+            Beat {
+                member: "a",
                 epoch: 2,
+                topics: None,
+                owned: Some(kept.clone()),
+            },
+        );
+        assert_eq!(a.member_epoch, 3);
+        let b = beat(
+            &c,
+            &t,
+            Beat {
+                member: "b",
+                epoch: 3,
                 topics: None,
                 owned: Some(Assignment::new()),
             },
@@ -1206,12 +1224,12 @@ mod tests {
             &t,
             Beat {
                 member: "a",
-                epoch: 2,
+                epoch: 3,
                 topics: None,
                 owned: None,
             },
         );
-        assert_eq!(a.member_epoch, 3);
+        assert_eq!(a.member_epoch, 4);
         assert_eq!(parts(&a).map(|p| count(&p)), Some(4));
         assert_exclusive(&c);
     }
@@ -1247,7 +1265,7 @@ mod tests {
             &t,
             Beat {
                 member: "zz",
-                epoch: 1,
+                epoch: 2,
                 topics: None,
                 owned: None,
             },
@@ -1261,23 +1279,23 @@ mod tests {
             &t,
             Beat {
                 member: "a",
-                epoch: 1,
+                epoch: 2,
                 topics: None,
                 owned: None,
             },
         );
-        assert_eq!(a2.member_epoch, 2);
+        assert_eq!(a2.member_epoch, 3);
         let again = beat(
             &c,
             &t,
             Beat {
                 member: "a",
-                epoch: 1,
+                epoch: 2,
                 topics: None,
                 owned: Some(held),
             },
         );
-        assert_eq!((again.error_code, again.member_epoch), (0, 2));
+        assert_eq!((again.error_code, again.member_epoch), (0, 3));
         assert_eq!(parts(&again).map(|p| count(&p)), Some(4));
         // The same member id at epoch 0 again: a new incarnation, the old one fenced.
         let rejoin = beat(

@@ -496,11 +496,9 @@ impl GroupCoordinator {
             })
             .collect();
         resp.error_code = codes::NONE;
-        let dead = self.cleanup_group(&mut g, removed);
-        drop(g);
-        if dead {
-            self.forget_group(group_id, &group);
-        }
+        // The group stays, Empty, even with no offset left: Kafka 4's coordinator removes it
+        // only by DeleteGroups or at the next offsets-retention check.
+        self.write_offset_tombstones(&g, removed);
         resp
     }
 
@@ -771,13 +769,7 @@ impl GroupCoordinator {
     /// tombstones (offsets, and the group's metadata if it ever had any: generation > 0).
     /// Returns whether the group is now Dead (the caller then drops it from the map).
     fn cleanup_group(&self, g: &mut Group, removed: Vec<(String, i32)>) -> bool {
-        let mut tombstones = Vec::with_capacity(removed.len() + 1);
-        for (topic, partition) in &removed {
-            match records::encode_offset_key(&g.group_id, topic, *partition) {
-                Ok(key) => tombstones.push((key, None)),
-                Err(e) => warn!(group = %g.group_id, "cannot encode offset key: {e}"),
-            }
-        }
+        let mut tombstones = Self::offset_tombstones(g, &removed);
         let dead = g.is_empty() && g.offsets.is_empty() && g.pending_txn_offsets.is_empty();
         if dead {
             let now_ms = self.now_ms();
@@ -793,15 +785,37 @@ impl GroupCoordinator {
             }
             info!(group = %g.group_id, generation = g.generation_id, "group is dead");
         }
-        if !tombstones.is_empty() {
-            let partition = self.partition_for(&g.group_id);
-            if let Err(code) = self.store.append(partition, tombstones, self.now_ms()) {
-                // Lost tombstones only mean the records come back at the next load, where
-                // expiry removes them again.
-                warn!(group = %g.group_id, code, "failed to write tombstones");
+        self.write_tombstones(g, tombstones);
+        dead
+    }
+
+    /// The tombstones of `removed` offsets of `g`.
+    fn offset_tombstones(g: &Group, removed: &[(String, i32)]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        let mut tombstones = Vec::with_capacity(removed.len() + 1);
+        for (topic, partition) in removed {
+            match records::encode_offset_key(&g.group_id, topic, *partition) {
+                Ok(key) => tombstones.push((key, None)),
+                Err(e) => warn!(group = %g.group_id, "cannot encode offset key: {e}"),
             }
         }
-        dead
+        tombstones
+    }
+
+    /// Writes the tombstones of `removed` offsets of `g`, and nothing else.
+    fn write_offset_tombstones(&self, g: &Group, removed: Vec<(String, i32)>) {
+        self.write_tombstones(g, Self::offset_tombstones(g, &removed));
+    }
+
+    fn write_tombstones(&self, g: &Group, tombstones: Vec<(Vec<u8>, Option<Vec<u8>>)>) {
+        if tombstones.is_empty() {
+            return;
+        }
+        let partition = self.partition_for(&g.group_id);
+        if let Err(code) = self.store.append(partition, tombstones, self.now_ms()) {
+            // Lost tombstones only mean the records come back at the next load, where
+            // expiry removes them again.
+            warn!(group = %g.group_id, code, "failed to write tombstones");
+        }
     }
 
     // -----------------------------------------------------------------------------------------

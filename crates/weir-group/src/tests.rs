@@ -1355,6 +1355,54 @@ async fn offsets_of_empty_groups_expire() {
     );
 }
 
+/// Kafka 4's coordinator keeps an Empty group whose last offset OffsetDelete removed: it is
+/// listed and described Empty, DeleteGroups deletes it, and otherwise the next retention
+/// check does.
+#[tokio::test(start_paused = true)]
+async fn an_empty_group_outlives_the_deletion_of_its_last_offset() {
+    let h = start(GroupConfig::default());
+    for group in ["kept", "swept"] {
+        let req = commit_request(group, -1, "", &[("orders", 0, 5, "")]);
+        h.coord.offset_commit(req, 8, &all_exist);
+        let mut od = OffsetDeleteRequest::default();
+        od.group_id = GroupId(sb(group));
+        let mut t = OffsetDeleteRequestTopic::default();
+        t.name = TopicName(sb("orders"));
+        let mut p = OffsetDeleteRequestPartition::default();
+        p.partition_index = 0;
+        t.partitions = vec![p];
+        od.topics = vec![t];
+        let resp = h.coord.offset_delete(od, 0);
+        assert_eq!(resp.error_code, NONE);
+        assert_eq!(resp.topics[0].partitions[0].error_code, NONE);
+        assert!(fetch(&h.coord, group, None).is_empty());
+        assert_eq!(describe(&h.coord, group).group_state.as_str(), "Empty");
+    }
+    let listed: Vec<_> = h
+        .coord
+        .list_groups(ListGroupsRequest::default(), 4)
+        .groups
+        .iter()
+        .map(|g| (g.group_id.0.to_string(), g.group_state.to_string()))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            ("kept".into(), "Empty".into()),
+            ("swept".into(), "Empty".into())
+        ]
+    );
+    let mut del = DeleteGroupsRequest::default();
+    del.groups_names = vec![GroupId(sb("kept"))];
+    assert_eq!(h.coord.delete_groups(del, 2).results[0].error_code, NONE);
+    h.coord.cleanup_expired_offsets();
+    assert!(h
+        .coord
+        .list_groups(ListGroupsRequest::default(), 4)
+        .groups
+        .is_empty());
+}
+
 #[tokio::test(start_paused = true)]
 async fn deleted_topic_loses_its_offsets() {
     let h = start(GroupConfig::default());

@@ -183,7 +183,14 @@ pub fn metadata(
             let mut entries: Vec<Option<MetadataResponseTopic>> = Vec::new();
             let mut to_create: Vec<String> = Vec::new();
             for requested in &list {
-                let entry = match requested.name.as_ref().map(|n| n.to_string()) {
+                // A topic id, when set, names the topic; the name is then ignored, as Kafka
+                // does (the Java client sends an empty name beside an id).
+                let name = if requested.topic_id.is_nil() {
+                    requested.name.as_ref().map(|n| n.to_string())
+                } else {
+                    None
+                };
+                let entry = match name {
                     // Authorization first: a denied client cannot tell whether it exists.
                     Some(name) if !describable(&name) => Some(error_entry(
                         Some(name),
@@ -231,19 +238,21 @@ pub fn metadata(
                             )),
                         },
                     },
-                    // By id: a topic the client may not describe is as unknown as one
-                    // that does not exist, as in Kafka.
-                    None => Some(
-                        match broker
-                            .topic_by_id(requested.topic_id)
-                            .filter(|t| describable(&t.name))
-                        {
-                            Some(t) => topic_entry(broker, ctx, &t, include_ops),
-                            None => {
-                                error_entry(None, requested.topic_id, E::UnknownTopicId.code(), v)
-                            }
-                        },
-                    ),
+                    // By id. Ids are not secret: a topic the client may not describe is
+                    // answered TOPIC_AUTHORIZATION_FAILED with its id and no name, as Kafka
+                    // answers.
+                    None => Some(match broker.topic_by_id(requested.topic_id) {
+                        Some(t) if describable(&t.name) => {
+                            topic_entry(broker, ctx, &t, include_ops)
+                        }
+                        Some(_) => error_entry(
+                            None,
+                            requested.topic_id,
+                            E::TopicAuthorizationFailed.code(),
+                            v,
+                        ),
+                        None => error_entry(None, requested.topic_id, E::UnknownTopicId.code(), v),
+                    }),
                 };
                 entries.push(entry);
             }
