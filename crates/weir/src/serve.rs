@@ -84,6 +84,27 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     runtime.block_on(async move {
+        // The handlers come first: a signal while the logs load and recover (seconds, after
+        // a crash with many partitions) must not kill the process mid-way, which would only
+        // mean another recovery at the next start. It is answered once the broker is up.
+        let (signal_tx, mut signal_rx) = tokio::sync::oneshot::channel::<&'static str>();
+        let watch = match (
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()),
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()),
+        ) {
+            (Ok(mut term), Ok(mut int)) => tokio::spawn(async move {
+                let which = tokio::select! {
+                    _ = term.recv() => "SIGTERM",
+                    _ = int.recv() => "interrupted",
+                };
+                let _ = signal_tx.send(which);
+            }),
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("weir serve: cannot watch SIGTERM and SIGINT: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        tracing::info!("starting; SIGTERM and Ctrl-C stop the broker cleanly from now on");
         let running = match RunningBroker::start(config).await {
             Ok(r) => r,
             Err(e) => {
@@ -91,6 +112,10 @@ pub fn run(args: Args) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        if let Ok(which) = signal_rx.try_recv() {
+            tracing::info!("{which} during start-up: shutting down now that the logs are loaded");
+            return stopped(running, false).await;
+        }
         if let Some(addr) = args.metrics {
             if let Err(e) = running.serve_metrics(addr) {
                 eprintln!("weir serve: {e}");
@@ -99,18 +124,11 @@ pub fn run(args: Args) -> ExitCode {
             }
             tracing::info!(%addr, "serving Prometheus metrics");
         }
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("weir serve: cannot watch SIGTERM: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
         let mut failed = false;
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: shutting down"),
-            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            which = &mut signal_rx => {
+                tracing::info!("{}: shutting down", which.unwrap_or("signal watch ended"));
+            }
             dirs = running.data_dirs_failed() => {
                 tracing::error!(
                     "every data directory is offline ({dirs}): shutting down, so that other \
@@ -119,13 +137,19 @@ pub fn run(args: Args) -> ExitCode {
                 failed = true;
             }
         }
-        match running.stop().await {
-            Ok(()) if failed => ExitCode::FAILURE,
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("weir serve: shutdown: {e}");
-                ExitCode::FAILURE
-            }
-        }
+        watch.abort();
+        stopped(running, failed).await
     })
+}
+
+/// Stops the broker: flushed, checkpointed, marked clean.
+async fn stopped(running: RunningBroker, failed: bool) -> ExitCode {
+    match running.stop().await {
+        Ok(()) if failed => ExitCode::FAILURE,
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weir serve: shutdown: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
