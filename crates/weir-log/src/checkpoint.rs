@@ -42,7 +42,9 @@ fn bad(path: &Path, line: usize, what: &str) -> io::Error {
     )
 }
 
-/// Reads a checkpoint: version 0, a count, then `count` lines parsed by `entry`.
+/// Reads a checkpoint: version 0, a count, then `count` lines parsed by `entry`. An empty
+/// file holds no entry, as Kafka reads it (Kafka itself creates `cleaner-offset-checkpoint`
+/// empty), and an entry's fields may be apart by any whitespace, as Kafka splits them.
 fn read_checkpoint<T>(path: &Path, mut entry: impl FnMut(&str) -> Option<T>) -> io::Result<Vec<T>> {
     let text = match fs::read_to_string(path) {
         Ok(t) => t,
@@ -53,7 +55,7 @@ fn read_checkpoint<T>(path: &Path, mut entry: impl FnMut(&str) -> Option<T>) -> 
     match lines.next() {
         Some("0") => {}
         Some(v) => return Err(bad(path, 0, &format!("unsupported version '{v}'"))),
-        None => return Err(bad(path, 0, "empty file")),
+        None => return Ok(Vec::new()),
     }
     let count: usize = lines
         .next()
@@ -75,7 +77,7 @@ fn read_checkpoint<T>(path: &Path, mut entry: impl FnMut(&str) -> Option<T>) -> 
 /// `cleaner-offset-checkpoint`): one offset per partition.
 pub fn read_offsets(path: &Path) -> io::Result<BTreeMap<TopicPartition, i64>> {
     let entries = read_checkpoint(path, |line| {
-        let mut parts = line.split(' ');
+        let mut parts = line.split_whitespace();
         let topic = parts.next()?;
         let partition: i32 = parts.next()?.parse().ok()?;
         let offset: i64 = parts.next()?.parse().ok()?;
@@ -98,7 +100,7 @@ pub fn write_offsets(path: &Path, offsets: &BTreeMap<TopicPartition, i64>) -> io
 /// The leader-epoch checkpoint: (epoch, start offset) pairs.
 pub fn read_epochs(path: &Path) -> io::Result<Vec<(i32, i64)>> {
     read_checkpoint(path, |line| {
-        let mut parts = line.split(' ');
+        let mut parts = line.split_whitespace();
         let epoch: i32 = parts.next()?.parse().ok()?;
         let start: i64 = parts.next()?.parse().ok()?;
         parts.next().is_none().then_some((epoch, start))
@@ -192,6 +194,27 @@ mod tests {
         fs::write(&path, "0\n2\norders 0 42\n").unwrap();
         let err = read_offsets(&path).unwrap_err();
         assert!(err.to_string().contains("line 4"), "{err}");
+    }
+
+    /// Every form Kafka's CheckpointFile reads: an empty file (Kafka creates
+    /// `cleaner-offset-checkpoint` so), and fields apart by runs of spaces or tabs.
+    #[test]
+    fn checkpoints_read_as_kafka_reads_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cleaner-offset-checkpoint");
+        fs::write(&path, "").unwrap();
+        assert!(read_offsets(&path).unwrap().is_empty());
+        fs::write(&path, "0\n1\norders  3\t17\n").unwrap();
+        assert_eq!(
+            read_offsets(&path).unwrap(),
+            BTreeMap::from([(TopicPartition::new("orders", 3), 17)])
+        );
+        let epochs = dir.path().join("leader-epoch-checkpoint");
+        fs::write(&epochs, "").unwrap();
+        assert!(read_epochs(&epochs).unwrap().is_empty());
+        fs::write(&path, "1\n0\n").unwrap();
+        let err = read_offsets(&path).unwrap_err();
+        assert!(err.to_string().contains("unsupported version '1'"), "{err}");
     }
 
     #[test]
