@@ -6,7 +6,9 @@
 # - etcd (Debian's etcd-server, 3.4), which the cluster tests start on loopback ports;
 # - iptables and iproute2, with which the fault harness partitions brokers in their own
 #   network namespaces;
-# - KafkaJS and its codec plugins under tests/conformance/node_modules.
+# - KafkaJS and its codec plugins under tests/conformance/node_modules;
+# - a JDK and Maven, and Apache Kafka 4.4's jars in a cache outside the clone
+#   (scripts/kafka.sh fetch), for the differential suite against Kafka itself.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -25,6 +27,8 @@ command -v kcat >/dev/null 2>&1 || debs="$debs kcat"
 command -v etcd >/dev/null 2>&1 || debs="$debs etcd-server"
 command -v iptables >/dev/null 2>&1 || debs="$debs iptables"
 command -v ip >/dev/null 2>&1 || debs="$debs iproute2"
+command -v javac >/dev/null 2>&1 || debs="$debs openjdk-17-jdk-headless"
+command -v mvn >/dev/null 2>&1 || debs="$debs maven"
 if [ -n "$debs" ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo
@@ -41,3 +45,6 @@ if command -v npm >/dev/null 2>&1; then
 else
   echo "install-test-deps: npm not found; the KafkaJS conformance tests will be skipped" >&2
 fi
+
+# Kafka's broker, tools and clients: fetched once into the cache, then reused.
+./scripts/kafka.sh fetch >/dev/null

@@ -28,6 +28,9 @@ step "real Kafka clients against weir serve (tests/conformance)"
 cargo build --workspace --locked --quiet
 ./scripts/conformance.sh
 
+step "Apache Kafka 4.4 beside Weir, through Kafka's Java client (tests/differential)"
+./scripts/differential.sh
+
 step "librdkafka's own integration tests against weir serve (tests/librdkafka, quick subset)"
 # Fetches and builds Debian's librdkafka source once, in a cache outside the clone; the
 # whole allow-list is `./scripts/librdkafka-suite.sh --all`, on demand.
