@@ -49,7 +49,9 @@ public class Probe {
         admin = Admin.create(p);
         LinkedHashMap<String, Scenario> all = scenarios();
         for (Map.Entry<String, Scenario> e : all.entrySet()) {
-            if (!only.isEmpty() && only.stream().noneMatch(e.getKey()::startsWith)) continue;
+            // seed/ and moved/ belong to the move from Kafka (run.py), only run when named.
+            boolean move = e.getKey().startsWith("seed/") || e.getKey().startsWith("moved/");
+            if (only.isEmpty() ? move : only.stream().noneMatch(e.getKey()::startsWith)) continue;
             Map<String, Object> line = new LinkedHashMap<>();
             line.put("scenario", e.getKey());
             long t0 = System.nanoTime();
@@ -107,7 +109,166 @@ public class Probe {
         s.put("groups/empty-after-delete-offsets", Probe::emptyAfterDeleteOffsets);
         s.put("groups/consumer-protocol-epochs", Probe::consumerProtocolEpochs);
         s.put("groups/describe-unknown", Probe::describeUnknownGroup);
+        // A move from Kafka: seed/ writes on the Kafka broker only; moved/ reads, from that
+        // Kafka and then from Weir started on the data directory Kafka left (run.py --move).
+        s.put("seed/data", Move::seed);
+        s.put("moved/topics", Move::topics);
+        s.put("moved/records", () -> Move.records("m-plain", "read_uncommitted"));
+        s.put("moved/compacted", () -> Move.records("m-compacted", "read_uncommitted"));
+        s.put("moved/read-committed", () -> Move.records("m-txn", "read_committed"));
+        s.put("moved/read-uncommitted", () -> Move.records("m-txn", "read_uncommitted"));
+        s.put("moved/group-offsets", Move::groupOffsets);
+        s.put("moved/acls", Move::acls);
+        s.put("moved/scram-users", Move::scramUsers);
+        s.put("moved/quotas", Move::quotas);
         return s;
+    }
+
+    /** The scenarios of a move from Kafka to Weir. */
+    static class Move {
+        static final List<String> TOPICS = List.of("m-plain", "m-compacted", "m-txn");
+
+        static Map<String, Object> seed() throws Exception {
+            createTopic("m-plain", 3, Map.of());
+            createTopic("m-compacted", 1, Map.of("cleanup.policy", "compact", "retention.ms", "123456789",
+                "max.message.bytes", "200000"));
+            createTopic("m-txn", 1, Map.of());
+            try (KafkaProducer<String, String> p = producer(Map.of(ProducerConfig.COMPRESSION_TYPE_CONFIG, "lz4",
+                ProducerConfig.LINGER_MS_CONFIG, 5))) {
+                for (int i = 0; i < 60; i++) {
+                    var r = new ProducerRecord<>("m-plain", i % 3, 1_700_000_000_000L + i, "k" + i, "v" + i);
+                    r.headers().add("h", ("x" + i).getBytes());
+                    p.send(r);
+                }
+                for (int i = 0; i < 20; i++) {
+                    p.send(new ProducerRecord<>("m-compacted", 0, 1_700_000_000_000L + i, "k" + (i % 10), "v" + i));
+                }
+                p.flush();
+            }
+            Map<String, Object> txCfg = Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "m-txn-id");
+            try (KafkaProducer<String, String> p = producer(txCfg)) {
+                p.initTransactions();
+                p.beginTransaction();
+                for (int i = 0; i < 5; i++) p.send(new ProducerRecord<>("m-txn", 0, 1_700_000_000_000L, "c", "committed-" + i));
+                p.commitTransaction();
+                p.beginTransaction();
+                for (int i = 0; i < 5; i++) p.send(new ProducerRecord<>("m-txn", 0, 1_700_000_000_000L, "a", "aborted-" + i));
+                p.flush();
+                p.abortTransaction();
+                p.beginTransaction();
+                p.send(new ProducerRecord<>("m-txn", 0, 1_700_000_000_000L, "c", "committed-last"));
+                p.commitTransaction();
+            }
+            Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+            for (int i = 0; i < 3; i++) offsets.put(new TopicPartition("m-plain", i), new OffsetAndMetadata(7 + i, "meta-" + i));
+            admin.alterConsumerGroupOffsets("m-group", offsets).all().get();
+            admin.createAcls(List.of(
+                new org.apache.kafka.common.acl.AclBinding(
+                    new org.apache.kafka.common.resource.ResourcePattern(org.apache.kafka.common.resource.ResourceType.TOPIC,
+                        "m-plain", org.apache.kafka.common.resource.PatternType.LITERAL),
+                    new org.apache.kafka.common.acl.AccessControlEntry("User:alice", "*",
+                        org.apache.kafka.common.acl.AclOperation.READ, org.apache.kafka.common.acl.AclPermissionType.ALLOW)),
+                new org.apache.kafka.common.acl.AclBinding(
+                    new org.apache.kafka.common.resource.ResourcePattern(org.apache.kafka.common.resource.ResourceType.GROUP,
+                        "m-", org.apache.kafka.common.resource.PatternType.PREFIXED),
+                    new org.apache.kafka.common.acl.AccessControlEntry("User:bob", "*",
+                        org.apache.kafka.common.acl.AclOperation.DESCRIBE, org.apache.kafka.common.acl.AclPermissionType.DENY))))
+                .all().get();
+            // One change per user and request, as Kafka requires.
+            admin.alterUserScramCredentials(List.of(
+                new UserScramCredentialUpsertion("alice", new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), "alice-secret"),
+                new UserScramCredentialUpsertion("carol", new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), "carol-secret")))
+                .all().get();
+            admin.alterUserScramCredentials(List.of(
+                new UserScramCredentialUpsertion("alice", new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), "alice-secret")))
+                .all().get();
+            admin.alterClientQuotas(List.of(
+                new org.apache.kafka.common.quota.ClientQuotaAlteration(
+                    new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of("client-id", "loader")),
+                    List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("producer_byte_rate", 1048576.0))),
+                new org.apache.kafka.common.quota.ClientQuotaAlteration(
+                    new org.apache.kafka.common.quota.ClientQuotaEntity(Collections.singletonMap("user", null)),
+                    List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("consumer_byte_rate", 2097152.0)))))
+                .all().get();
+            return Map.of("seeded", true);
+        }
+
+        static Map<String, Object> topics() throws Exception {
+            Map<String, Object> m = new TreeMap<>();
+            Map<String, TopicDescription> d = admin.describeTopics(TOPICS).allTopicNames().get();
+            List<ConfigResource> resources = TOPICS.stream()
+                .map(t -> new ConfigResource(ConfigResource.Type.TOPIC, t)).collect(Collectors.toList());
+            Map<ConfigResource, Config> configs = admin.describeConfigs(resources).all().get();
+            for (String t : TOPICS) {
+                Map<String, Object> one = new LinkedHashMap<>();
+                one.put("id", String.valueOf(d.get(t).topicId()));
+                one.put("partitions", d.get(t).partitions().size());
+                Map<String, String> set = new TreeMap<>();
+                for (ConfigEntry e : configs.get(new ConfigResource(ConfigResource.Type.TOPIC, t)).entries()) {
+                    if (e.source() == ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG) set.put(e.name(), e.value());
+                }
+                one.put("topic configs", set);
+                m.put(t, one);
+            }
+            return m;
+        }
+
+        /** Every record of `topic` from the start, as a consumer of `isolation` reads it. */
+        static Map<String, Object> records(String topic, String isolation) throws Exception {
+            Map<String, Object> m = new LinkedHashMap<>();
+            try (KafkaConsumer<String, String> c = consumer(Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation))) {
+                List<TopicPartition> parts = c.partitionsFor(topic).stream()
+                    .map(p -> new TopicPartition(topic, p.partition())).sorted(Comparator.comparingInt(TopicPartition::partition))
+                    .collect(Collectors.toList());
+                c.assign(parts);
+                c.seekToBeginning(parts);
+                Map<TopicPartition, Long> ends = c.endOffsets(parts);
+                Map<TopicPartition, Long> starts = c.beginningOffsets(parts);
+                List<String> seen = new ArrayList<>();
+                long deadline = System.nanoTime() + WAIT.toNanos();
+                while (System.nanoTime() < deadline && parts.stream().anyMatch(tp -> c.position(tp) < ends.get(tp))) {
+                    for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
+                        StringBuilder h = new StringBuilder();
+                        r.headers().forEach(x -> h.append(x.key()).append('=').append(new String(x.value())).append(';'));
+                        seen.add(r.partition() + "@" + r.offset() + " " + r.timestamp() + " " + r.timestampType()
+                            + " " + r.key() + "=" + r.value() + " [" + h + "]");
+                    }
+                }
+                for (TopicPartition tp : parts) {
+                    m.put("partition " + tp.partition(), List.of(starts.get(tp), ends.get(tp)));
+                }
+                m.put("count", seen.size());
+                m.put("records", seen);
+            }
+            return m;
+        }
+
+        static Map<String, Object> groupOffsets() throws Exception {
+            Map<String, Object> m = new TreeMap<>();
+            admin.listConsumerGroupOffsets("m-group").partitionsToOffsetAndMetadata().get()
+                .forEach((tp, o) -> m.put(tp.toString(), o.offset() + " " + o.metadata()));
+            return m;
+        }
+
+        static Map<String, Object> acls() throws Exception {
+            List<String> all = admin.describeAcls(org.apache.kafka.common.acl.AclBindingFilter.ANY).values().get()
+                .stream().map(Object::toString).sorted().collect(Collectors.toList());
+            return Map.of("acls", all);
+        }
+
+        static Map<String, Object> scramUsers() throws Exception {
+            Map<String, Object> m = new TreeMap<>();
+            admin.describeUserScramCredentials().all().get().forEach((user, d) -> m.put(user,
+                d.credentialInfos().stream().map(Object::toString).sorted().collect(Collectors.toList())));
+            return m;
+        }
+
+        static Map<String, Object> quotas() throws Exception {
+            Map<String, Object> m = new TreeMap<>();
+            admin.describeClientQuotas(org.apache.kafka.common.quota.ClientQuotaFilter.all()).entities().get()
+                .forEach((e, q) -> m.put(e.toString(), new TreeMap<>(q)));
+            return m;
+        }
     }
 
     // --- helpers ---------------------------------------------------------------------------

@@ -31,10 +31,20 @@ PROBE_TIMEOUT_S = 600
 WEIR_START_TIMEOUT_S = 60
 
 
+# The move from Kafka runs with ACLs on, on both sides (the probe is a super user).
+AUTHORIZER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:ANONYMOUS",
+    "allow.everyone.if.no.acl.found": "true",
+}
+
+
 class WeirBroker:
-    def __init__(self, binary, work):
+    def __init__(self, binary, work, data_dir=None, overrides=None):
         self.binary = binary
         self.work = work
+        self.data_dir = data_dir or os.path.join(work, "data")
+        self.overrides = {**COMMON_OVERRIDES, **(overrides or {})}
         self.proc = None
         self.port = free_port()
 
@@ -44,9 +54,8 @@ class WeirBroker:
 
     def start(self):
         os.makedirs(self.work, exist_ok=True)
-        args = [self.binary, "serve", "--listen", self.bootstrap,
-                "--data-dir", os.path.join(self.work, "data")]
-        for k, v in COMMON_OVERRIDES.items():
+        args = [self.binary, "serve", "--listen", self.bootstrap, "--data-dir", self.data_dir]
+        for k, v in self.overrides.items():
             args += ["--override", f"{k}={v}"]
         log = open(os.path.join(self.work, "serve.log"), "ab")
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
@@ -109,35 +118,9 @@ def run_probe(lib, classes, bootstrap, only, log):
     return {line["scenario"]: line for line in lines}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--weir", required=True)
-    ap.add_argument("--lib", required=True, help="the directory of Kafka's jars (scripts/kafka.sh fetch)")
-    ap.add_argument("--only", action="append", default=[], help="scenarios whose names start so")
-    ap.add_argument("--keep", action="store_true", help="keep the brokers' files")
-    args = ap.parse_args()
-
-    work = tempfile.mkdtemp(prefix="weir-differential.")
-    classes = os.path.join(work, "classes")
-    compile_probe(args.lib, classes)
-    kafka = KafkaCluster(args.lib, os.path.join(work, "kafka"), 1, overrides=COMMON_OVERRIDES)
-    weir = WeirBroker(os.path.abspath(args.weir), os.path.join(work, "weir"))
-    failed = 0
-    passed = 0
-    try:
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            started = [pool.submit(kafka.start), pool.submit(weir.start)]
-            for f in started:
-                f.result()
-            runs = [pool.submit(run_probe, args.lib, classes, b.bootstrap, args.only,
-                                os.path.join(work, f"probe-{n}.log"))
-                    for n, b in (("kafka", kafka), ("weir", weir))]
-            of_kafka, of_weir = (f.result() for f in runs)
-    finally:
-        kafka.stop()
-        weir.stop()
-
-    known = known_differences()
+def compare(of_kafka, of_weir, known):
+    """Prints a line per scenario; returns (passed, failed)."""
+    passed = failed = 0
     for name in sorted(set(of_kafka) | set(of_weir)):
         k = flatten(of_kafka.get(name, {}).get("observed", {"missing": True}))
         w = flatten(of_weir.get(name, {}).get("observed", {"missing": True}))
@@ -158,7 +141,83 @@ def main():
                 print(f"     {side} said: {json.dumps(run.get(name, {}).get('observed'))}")
         else:
             passed += 1
-            print(f"{'known' if differing else 'same '} {name}" + (f" ({', '.join(differing)})" if differing else ""))
+            note = f"known: {', '.join(differing)}" if differing else f"{len(k)} fields"
+            print(f"{'known' if differing else 'same '} {name} ({note})")
+    return passed, failed
+
+
+def move_from_kafka(args, classes, work, killed):
+    """Kafka seeded with topics, records, a transaction, offsets, ACLs, users and quotas, then
+    stopped (or killed with -9); Weir started on the data directory it left. What the moved/
+    scenarios see of each, named "moved (stopped)/…" or "moved (killed)/…"."""
+    how = "killed" if killed else "stopped"
+    base = os.path.join(work, f"move-{how}")
+    kafka = KafkaCluster(args.lib, os.path.join(base, "kafka"), 1, overrides={**COMMON_OVERRIDES, **AUTHORIZER})
+    weir = None
+    try:
+        kafka.start()
+        seeded = run_probe(args.lib, classes, kafka.bootstrap, ["seed/"], os.path.join(base, "seed.log"))
+        for name, line in seeded.items():
+            if line["observed"] != {"seeded": True}:
+                raise RuntimeError(f"{name} failed on Kafka: {line['observed']}")
+        of_kafka = run_probe(args.lib, classes, kafka.bootstrap, ["moved/"], os.path.join(base, "probe-kafka.log"))
+        if killed:
+            kafka.kill(1)
+        kafka.stop()
+        weir = WeirBroker(os.path.abspath(args.weir), os.path.join(base, "weir"),
+                          data_dir=os.path.join(base, "kafka", "node-1", "data"), overrides=AUTHORIZER)
+        weir.start()
+        of_weir = run_probe(args.lib, classes, weir.bootstrap, ["moved/"], os.path.join(base, "probe-weir.log"))
+    finally:
+        kafka.stop()
+        if weir:
+            weir.stop()
+
+    def renamed(run):
+        return {n.replace("moved/", f"moved ({how})/", 1): v for n, v in run.items()}
+    return renamed(of_kafka), renamed(of_weir)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--weir", required=True)
+    ap.add_argument("--lib", required=True, help="the directory of Kafka's jars (scripts/kafka.sh fetch)")
+    ap.add_argument("--only", action="append", default=[], help="scenarios whose names start so")
+    ap.add_argument("--keep", action="store_true", help="keep the brokers' files")
+    args = ap.parse_args()
+
+    work = tempfile.mkdtemp(prefix="weir-differential.")
+    classes = os.path.join(work, "classes")
+    compile_probe(args.lib, classes)
+    kafka = KafkaCluster(args.lib, os.path.join(work, "kafka"), 1, overrides=COMMON_OVERRIDES)
+    weir = WeirBroker(os.path.abspath(args.weir), os.path.join(work, "weir"))
+    moves_only = bool(args.only) and all(o.startswith(("seed/", "moved/")) for o in args.only)
+    of_kafka, of_weir = {}, {}
+    try:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            if moves_only:
+                raise StopIteration
+            started = [pool.submit(kafka.start), pool.submit(weir.start)]
+            for f in started:
+                f.result()
+            runs = [pool.submit(run_probe, args.lib, classes, b.bootstrap, args.only,
+                                os.path.join(work, f"probe-{n}.log"))
+                    for n, b in (("kafka", kafka), ("weir", weir))]
+            of_kafka, of_weir = (f.result() for f in runs)
+    except StopIteration:
+        pass
+    finally:
+        kafka.stop()
+        weir.stop()
+
+    known = known_differences()
+    passed, failed = compare(of_kafka, of_weir, known)
+    if not args.only or moves_only:
+        for how in ("stopped", "killed"):
+            k, w = move_from_kafka(args, classes, work, killed=how == "killed")
+            p, f = compare(k, w, known)
+            passed += p
+            failed += f
     print(f"{passed} passed, {failed} failed")
     if args.keep or failed:
         print(f"the brokers' files and the probes' logs: {work}")

@@ -283,6 +283,13 @@ impl Broker {
             );
         }
         let mut stored = loaded.topics;
+        // A first start on a Kafka 4 data directory: the topics' ids and configs are in
+        // Kafka's metadata log, not beside the partitions.
+        if cluster.is_none() {
+            if let Some(from_kafka) = crate::kafka_import::topics_from_kafka(&config)? {
+                stored.extend(from_kafka);
+            }
+        }
         let mut topic_configs = HashMap::new();
         for (name, t) in &stored {
             let cfg = config

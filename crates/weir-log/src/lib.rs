@@ -27,6 +27,7 @@ pub mod epoch;
 pub mod error;
 pub mod file_cache;
 pub mod index;
+pub mod kraft;
 pub mod log;
 pub mod manager;
 pub mod metrics;

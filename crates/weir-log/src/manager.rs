@@ -416,6 +416,11 @@ impl LogManager {
                     }
                     continue;
                 }
+                // Kafka's KRaft metadata log, in a data directory Kafka left: read once, when
+                // Weir first opens it (`kraft`), and otherwise left alone.
+                if name == crate::kraft::METADATA_DIR {
+                    continue;
+                }
                 let Some(tp) = TopicPartition::parse_dir_name(&name) else {
                     continue;
                 };
