@@ -93,6 +93,9 @@ public class Probe {
         s.put("topics/delete-by-id", Probe::deleteById);
         s.put("topics/delete-unknown-id", () -> outcome(() ->
             admin.deleteTopics(TopicCollection.ofTopicIds(List.of(Uuid.randomUuid()))).all().get()));
+        s.put("configs/broker-keys", Configs::brokerKeys);
+        s.put("configs/broker-retention-synonyms", Configs::retentionSynonyms);
+        s.put("configs/topic-keys", Configs::topicKeys);
         s.put("offsets/max-timestamp-one-batch", () -> maxTimestamp("d-maxts-one", true, Map.of(), 10, Map.of()));
         s.put("offsets/max-timestamp-batches", () -> maxTimestamp("d-maxts-many", false, Map.of(), 10, Map.of()));
         s.put("offsets/max-timestamp-lz4-batch", () -> maxTimestamp("d-maxts-lz4", true,
@@ -122,6 +125,52 @@ public class Probe {
         s.put("moved/scram-users", Move::scramUsers);
         s.put("moved/quotas", Move::quotas);
         return s;
+    }
+
+    /** DescribeConfigs as the Java Admin client (and kafka-configs --describe --all) sees it. */
+    static class Configs {
+        static ConfigResource broker() throws Exception {
+            String id = admin.describeCluster().nodes().get().iterator().next().idString();
+            return new ConfigResource(ConfigResource.Type.BROKER, id);
+        }
+
+        static Collection<ConfigEntry> describe(ConfigResource r) throws Exception {
+            return admin.describeConfigs(List.of(r), new DescribeConfigsOptions().includeSynonyms(true)
+                .includeDocumentation(true)).all().get().get(r).entries();
+        }
+
+        /** Every key with its type, whether it is read-only or sensitive, and whether it has
+         *  documentation; values where they do not depend on the machine or the start. */
+        static Map<String, Object> brokerKeys() throws Exception {
+            Map<String, Object> m = new TreeMap<>();
+            for (ConfigEntry e : describe(broker())) {
+                m.put(e.name(), e.type() + (e.isReadOnly() ? " read-only" : "") + (e.isSensitive() ? " sensitive" : "")
+                    + (e.documentation() == null || e.documentation().isEmpty() ? " undocumented" : ""));
+            }
+            return m;
+        }
+
+        static Map<String, Object> retentionSynonyms() throws Exception {
+            Map<String, Object> m = new TreeMap<>();
+            for (ConfigEntry e : describe(broker())) {
+                if (!e.name().startsWith("log.retention.") && !e.name().startsWith("log.roll.")) continue;
+                m.put(e.name(), e.value() + " " + e.source() + " " + e.synonyms().stream()
+                    .map(x -> x.name() + "=" + x.value() + "/" + x.source()).collect(Collectors.toList()));
+            }
+            return m;
+        }
+
+        static Map<String, Object> topicKeys() throws Exception {
+            createTopic("d-configs", 1, Map.of("retention.ms", "86400000"));
+            Map<String, Object> m = new TreeMap<>();
+            for (ConfigEntry e : describe(new ConfigResource(ConfigResource.Type.TOPIC, "d-configs"))) {
+                m.put(e.name(), e.type() + " " + e.source() + (e.isReadOnly() ? " read-only" : "")
+                    + (e.isSensitive() ? " sensitive" : "")
+                    + (e.documentation() == null || e.documentation().isEmpty() ? " undocumented" : "")
+                    + " " + e.synonyms().stream().map(x -> x.name() + "/" + x.source()).collect(Collectors.toList()));
+            }
+            return m;
+        }
     }
 
     /** The scenarios of a move from Kafka to Weir. */

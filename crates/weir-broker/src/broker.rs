@@ -291,7 +291,8 @@ impl Broker {
             }
         }
         let mut topic_configs = HashMap::new();
-        for (name, t) in &stored {
+        for (name, t) in stored.iter_mut() {
+            drop_removed_keys(name, &mut t.configs);
             let cfg = config
                 .log_defaults
                 .with_overrides(t.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -1573,6 +1574,19 @@ fn reserve_producer_ids(dir: &std::path::Path, at_least: i64) -> Result<Producer
         next: start,
         block_end: end,
     })
+}
+
+/// Drops the topic keys Kafka 4.0 removed (`message.format.version`, …) from a topic's stored
+/// overrides, as Kafka 4 ignores them: a topic made by an older Weir still loads, and the keys
+/// are gone from its file at the next write.
+pub(crate) fn drop_removed_keys(topic: &str, overrides: &mut BTreeMap<String, String>) {
+    overrides.retain(|key, value| {
+        let removed = LogConfig::is_removed_topic_key(key);
+        if removed {
+            tracing::warn!(%topic, "dropping {key}={value}: Kafka 4 removed this topic config");
+        }
+        !removed
+    });
 }
 
 /// `__consumer_offsets`' configuration: compacted, with its own segment size.

@@ -353,10 +353,19 @@ fn broker_sets(image: &MetadataImage, node: &str) -> Sets {
     }
 }
 
+/// A topic's overrides in the image, less the keys Kafka 4 removed, as Kafka 4 ignores them
+/// (an older Weir may have written them; the next AlterConfigs of the topic leaves them out).
+/// Silently: this runs at every metadata change.
+fn topic_overrides(image: &MetadataImage, name: &str) -> BTreeMap<String, String> {
+    let mut overrides = image.topic_config(name);
+    overrides.retain(|key, _| !LogConfig::is_removed_topic_key(key));
+    overrides
+}
+
 /// A topic's config: its overrides in the image over `defaults`. Overrides that do not
 /// resolve (written by a newer Weir, say) are logged and the defaults used.
 fn resolve_config(image: &MetadataImage, name: &str, defaults: &Arc<LogConfig>) -> Arc<LogConfig> {
-    let overrides = image.topic_config(name);
+    let overrides = topic_overrides(image, name);
     match defaults.with_overrides(overrides.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
         Ok(c) => Arc::new(c),
         Err(e) => {
@@ -564,7 +573,7 @@ fn topic_view(
     defaults: &Arc<LogConfig>,
 ) -> Topic {
     let mut config = resolve_config(image, &ti.name, defaults);
-    let overrides = image.topic_config(&ti.name);
+    let overrides = topic_overrides(image, &ti.name);
     match have {
         Some(h) if *h.config == *config => config = h.config.clone(),
         Some(_) => broker.logs.update_topic_config(&ti.name, config.clone()),

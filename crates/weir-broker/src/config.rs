@@ -232,7 +232,18 @@ const IGNORED: &[(&str, &str)] = &[
     ),
     ("confluent.support.metrics.enable", "Confluent-only"),
     ("confluent.support.customer.id", "Confluent-only"),
-    ("log.message.format.version", "Weir writes v2 batches"),
+    (
+        "log.message.format.version",
+        "removed in Kafka 4; Weir writes v2 batches",
+    ),
+    (
+        "log.message.downconversion.enable",
+        "removed in Kafka 4, with the Fetch versions that needed it",
+    ),
+    (
+        "log.message.timestamp.difference.max.ms",
+        "removed in Kafka 4: set log.message.timestamp.before.max.ms and .after.max.ms",
+    ),
     (
         "inter.broker.protocol.version",
         "Weir brokers of one release speak one protocol",

@@ -2,7 +2,7 @@
 //! configuration (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs). Every refusal
 //! carries Kafka's error code and, where the response has room, a message saying why.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,7 @@ use weir_log::LogConfig;
 
 use crate::broker::{Broker, NewTopic};
 use crate::dynamic_config::{self, Scope};
+use crate::kafka_configs;
 use crate::mutation_quota::Limit;
 use crate::request::RequestContext;
 use crate::topics::Topic;
@@ -586,10 +587,11 @@ pub async fn create_partitions(
     resp
 }
 
-/// The broker's own settings, for DescribeConfigs of a broker resource.
-fn broker_entries(broker: &Broker) -> Vec<(String, String, bool)> {
+/// The values this broker uses for Kafka keys whose value is its own (its id, addresses,
+/// directories, and limits it chose), where not set in server.properties.
+fn weir_values(broker: &Broker) -> BTreeMap<String, String> {
     let c = &broker.config;
-    let mut out: BTreeMap<String, (String, bool)> = BTreeMap::new();
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
     let listeners = |ls: &[crate::config::Listener]| {
         ls.iter()
             .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
@@ -643,10 +645,6 @@ fn broker_entries(broker: &Broker) -> Vec<(String, String, bool)> {
         ("max.broker.partitions", c.max_broker_partitions.to_string()),
         ("max.topic.partitions", c.max_topic_partitions.to_string()),
         (
-            "controller.mutation.rate",
-            c.controller_mutation_rate.to_string(),
-        ),
-        (
             "socket.request.max.bytes",
             c.socket_request_max_bytes.to_string(),
         ),
@@ -675,20 +673,9 @@ fn broker_entries(broker: &Broker) -> Vec<(String, String, bool)> {
             (c.group.offsets_retention_ms / 60_000).to_string(),
         ),
     ] {
-        out.insert(k.to_string(), (v, false));
+        out.insert(k.to_string(), v);
     }
-    for key in LogConfig::topic_keys() {
-        if let (Some(bk), Some(value)) = (
-            LogConfig::broker_synonyms(key).first(),
-            broker.log_defaults().value_of(key),
-        ) {
-            out.insert(bk.to_string(), (value, false));
-        }
-    }
-    for (k, v) in &c.properties {
-        out.insert(k.clone(), (v.clone(), true));
-    }
-    out.into_iter().map(|(k, (v, set))| (k, v, set)).collect()
+    out
 }
 
 pub fn describe_configs(
@@ -743,7 +730,7 @@ pub fn describe_configs(
                     r.configs = broker_config_entries(broker, scope, req.include_synonyms)
                         .into_iter()
                         .filter(|e| keep(&e.name))
-                        .map(|e| describe_result(e, v, false))
+                        .map(|e| describe_result(e, v, req.include_documentation))
                         .collect();
                 }
             },
@@ -766,144 +753,149 @@ pub fn describe_configs(
 /// there, as Kafka answers.
 fn broker_config_entries(broker: &Broker, scope: Scope, synonyms: bool) -> Vec<ConfigEntry> {
     let sets = broker.dynamic.sets();
-    let rows: Vec<(String, String, ConfigSource)> = match scope {
-        Scope::ClusterDefault => sets
-            .cluster_default
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone(), ConfigSource::DynamicDefaultBroker))
-            .collect(),
-        Scope::Broker => {
-            let mut rows: BTreeMap<String, (String, ConfigSource)> = broker_entries(broker)
-                .into_iter()
-                .map(|(k, v, set)| {
-                    let source = if set {
-                        ConfigSource::StaticBroker
-                    } else {
-                        ConfigSource::Default
-                    };
-                    (k, (v, source))
-                })
-                .collect();
-            for (k, v) in &sets.cluster_default {
-                rows.insert(k.clone(), (v.clone(), ConfigSource::DynamicDefaultBroker));
-            }
-            for (k, v) in &sets.broker {
-                rows.insert(k.clone(), (v.clone(), ConfigSource::DynamicBroker));
-            }
-            rows.into_iter().map(|(k, (v, src))| (k, v, src)).collect()
-        }
+    let props = &broker.config.properties;
+    let weir = weir_values(broker);
+    // Every value a key has, most binding first: this broker's dynamic config, the
+    // cluster-wide dynamic default, server.properties, and the default (Weir's own value,
+    // or Kafka's default).
+    let layers = |name: &str| -> Vec<(Option<String>, ConfigSource)> {
+        let default = weir
+            .get(name)
+            .cloned()
+            .or_else(|| kafka_configs::key(name).and_then(|k| k.default.map(str::to_string)));
+        [
+            (sets.broker.get(name).cloned(), ConfigSource::DynamicBroker),
+            (
+                sets.cluster_default.get(name).cloned(),
+                ConfigSource::DynamicDefaultBroker,
+            ),
+            (props.get(name).cloned(), ConfigSource::StaticBroker),
+            (default, ConfigSource::Default),
+        ]
+        .into_iter()
+        .filter(|(v, _)| v.is_some())
+        .collect()
     };
-    rows.into_iter()
-        .map(|(name, value, source)| {
+    let names: BTreeSet<String> = match scope {
+        Scope::ClusterDefault => sets.cluster_default.keys().cloned().collect(),
+        // Every key of Kafka's, and whatever else was set (Weir's own keys, such as
+        // etcd.connect).
+        Scope::Broker => kafka_configs::keys()
+            .iter()
+            .map(|k| k.name.to_string())
+            .chain(props.keys().cloned())
+            .chain(sets.cluster_default.keys().cloned())
+            .chain(sets.broker.keys().cloned())
+            .collect(),
+    };
+    names
+        .into_iter()
+        .map(|name| {
+            let kafka = kafka_configs::key(&name);
+            let found = layers(&name);
+            let (value, source) = match scope {
+                Scope::ClusterDefault => (
+                    sets.cluster_default.get(&name).cloned(),
+                    ConfigSource::DynamicDefaultBroker,
+                ),
+                Scope::Broker => found
+                    .first()
+                    .cloned()
+                    .unwrap_or((None, ConfigSource::Default)),
+            };
             // As Kafka: secrets (a PEM private key, passwords) are never shown.
-            let sensitive = weir_security::tls::is_sensitive(&name);
+            let sensitive = weir_security::tls::is_sensitive(&name)
+                || kafka.is_some_and(|k| k.config_type == ConfigType::Password);
             let mut entry = ConfigEntry {
-                value: (!sensitive).then_some(value),
+                value: if sensitive { None } else { value },
                 source,
-                read_only: !dynamic_config::is_dynamic(&name),
+                read_only: match kafka {
+                    Some(k) => k.mode == kafka_configs::UpdateMode::ReadOnly,
+                    None => !dynamic_config::is_dynamic(&name),
+                },
                 sensitive,
-                // Broker values are shown as they were given.
-                config_type: ConfigType::String,
-                documentation: None,
+                config_type: kafka.map_or(ConfigType::String, |k| k.config_type),
+                documentation: Some(kafka_configs::documentation(&name)),
                 synonyms: Vec::new(),
                 name,
             };
-            if synonyms && !sensitive {
-                let layers = [
-                    (sets.broker.get(&entry.name), ConfigSource::DynamicBroker),
-                    (
-                        sets.cluster_default.get(&entry.name),
-                        ConfigSource::DynamicDefaultBroker,
-                    ),
-                    (
-                        broker.config.properties.get(&entry.name),
-                        ConfigSource::StaticBroker,
-                    ),
-                ];
-                for (value, source) in layers {
-                    if let Some(value) = value {
-                        entry.synonyms.push(ConfigSynonym {
-                            name: entry.name.clone(),
-                            value: Some(value.clone()),
-                            source,
-                        });
-                    }
-                }
+            // As Kafka: a broker key's synonyms are its own values, layer by layer.
+            if synonyms && scope == Scope::Broker {
+                entry.synonyms = found
+                    .into_iter()
+                    .map(|(value, source)| ConfigSynonym {
+                        name: entry.name.clone(),
+                        value: if sensitive { None } else { value },
+                        source,
+                    })
+                    .collect();
             }
             entry
         })
         .collect()
 }
 
-/// A topic's configs as DescribeConfigs (and CreateTopics v5+) report them, each with its
-/// synonyms when asked for, in order of precedence: the topic's own value, the broker keys
-/// set in server.properties, then Kafka's default.
+/// A topic's configs as DescribeConfigs (and CreateTopics v5+) report them. As Kafka, a key's
+/// synonyms are the topic's own value, then its broker keys (`log.retention.ms`, `.minutes`,
+/// `.hours` for `retention.ms`) layer by layer: this broker's dynamic config, the cluster-wide
+/// dynamic default, server.properties, and the defaults (of broker keys that have one: no
+/// DEFAULT synonym where Kafka's default is unset). The entry's source is its first synonym's.
 fn topic_config_entries(broker: &Broker, topic: &Topic, synonyms: bool) -> Vec<ConfigEntry> {
     let keys: Vec<&str> = topic.overrides.keys().map(String::as_str).collect();
-    let set: Vec<&str> = broker.config.set_keys.iter().map(String::as_str).collect();
-    let mut entries = topic.config.describe(&keys, &set);
-    // A default set dynamically comes from there (this broker's over the cluster's).
+    let mut entries = topic.config.describe(&keys, &[]);
     let sets = broker.dynamic.sets();
-    let dynamic_of = |name: &str| {
-        let synonyms = LogConfig::broker_synonyms(name);
-        let find = |set: &BTreeMap<String, String>| {
-            synonyms
-                .iter()
-                .find_map(|k| set.get(*k).map(|v| (k.to_string(), v.clone())))
-        };
-        [
-            (find(&sets.broker), ConfigSource::DynamicBroker),
-            (
-                find(&sets.cluster_default),
-                ConfigSource::DynamicDefaultBroker,
-            ),
-        ]
-    };
+    let weir = weir_values(broker);
+    let defaults: BTreeMap<String, String> = LogConfig::broker_keys()
+        .iter()
+        .filter_map(|k| {
+            let default = weir
+                .get(*k)
+                .cloned()
+                .or_else(|| kafka_configs::key(k).and_then(|d| d.default.map(str::to_string)));
+            default.map(|v| (k.to_string(), v))
+        })
+        .collect();
+    let layers = [
+        (&sets.broker, ConfigSource::DynamicBroker),
+        (&sets.cluster_default, ConfigSource::DynamicDefaultBroker),
+        (&broker.config.properties, ConfigSource::StaticBroker),
+        (&defaults, ConfigSource::Default),
+    ];
     for e in &mut entries {
-        if e.source != ConfigSource::DynamicTopic {
-            if let Some((_, source)) = dynamic_of(&e.name).into_iter().find(|(f, _)| f.is_some()) {
-                e.source = source;
+        let mut found: Vec<ConfigSynonym> = Vec::new();
+        if let Some(o) = topic.overrides.get(&e.name) {
+            found.push(ConfigSynonym {
+                name: e.name.clone(),
+                value: Some(o.clone()),
+                source: ConfigSource::DynamicTopic,
+            });
+        }
+        let broker_keys = LogConfig::broker_synonyms(&e.name);
+        let mut from_brokers: Vec<ConfigSynonym> = Vec::new();
+        for (layer, source) in &layers {
+            for bk in broker_keys {
+                if let Some(v) = layer.get(*bk) {
+                    from_brokers.push(ConfigSynonym {
+                        name: bk.to_string(),
+                        value: Some(v.clone()),
+                        source: *source,
+                    });
+                }
             }
         }
-    }
-    if synonyms {
-        let defaults = LogConfig::default();
-        for e in &mut entries {
-            if let Some(o) = topic.overrides.get(&e.name) {
-                e.synonyms.push(ConfigSynonym {
-                    name: e.name.clone(),
-                    value: Some(o.clone()),
-                    source: ConfigSource::DynamicTopic,
-                });
-            }
-            for (found, source) in dynamic_of(&e.name) {
-                if let Some((name, value)) = found {
-                    e.synonyms.push(ConfigSynonym {
-                        name,
-                        value: Some(value),
-                        source,
-                    });
-                }
-            }
-            let broker_keys = LogConfig::broker_synonyms(&e.name);
-            for bk in broker_keys {
-                if let Some(bv) = broker.config.properties.get(*bk) {
-                    e.synonyms.push(ConfigSynonym {
-                        name: bk.to_string(),
-                        value: Some(bv.clone()),
-                        source: ConfigSource::StaticBroker,
-                    });
-                }
-            }
-            if let Some(dv) = defaults.value_of(&e.name) {
-                e.synonyms.push(ConfigSynonym {
-                    name: broker_keys
-                        .first()
-                        .map_or(e.name.clone(), |k| k.to_string()),
-                    value: Some(dv),
-                    source: ConfigSource::Default,
-                });
-            }
+        // As Kafka does, the broker layers count only from the first place the primary
+        // broker key (say `log.retention.ms`) is set: a `log.retention.hours` alone, or
+        // only `log.roll.hours`'s default, is not listed as a synonym of the topic key.
+        if let Some(primary) = broker_keys.first() {
+            let start = from_brokers
+                .iter()
+                .position(|f| f.name == *primary)
+                .unwrap_or(from_brokers.len());
+            found.extend(from_brokers.drain(start..));
+        }
+        e.source = found.first().map_or(ConfigSource::Default, |f| f.source);
+        if synonyms {
+            e.synonyms = found;
         }
     }
     entries

@@ -47,6 +47,9 @@ impl LogConfig {
             "compression.type" => self.compression.name().to_string(),
             "compression.zstd.level" => self.compression_zstd_level.to_string(),
             "delete.retention.ms" => self.delete_retention_ms.to_string(),
+            "errors.deadletterqueue.group.enable" => {
+                self.errors_deadletterqueue_group_enable.to_string()
+            }
             "file.delete.delay.ms" => self.file_delete_delay_ms.to_string(),
             "flush.messages" => self.flush_messages.to_string(),
             "flush.ms" => self.flush_ms.to_string(),
@@ -60,19 +63,17 @@ impl LogConfig {
             "local.retention.bytes" => self.local_retention_bytes.to_string(),
             "local.retention.ms" => self.local_retention_ms.to_string(),
             "max.compaction.lag.ms" => self.max_compaction_lag_ms.to_string(),
+            "max.decompressed.message.bytes" => self.max_decompressed_message_bytes.to_string(),
             "max.message.bytes" => self.max_message_bytes.to_string(),
-            "message.downconversion.enable" => self.message_downconversion_enable.to_string(),
-            "message.format.version" => self.message_format_version.clone(),
             "message.timestamp.after.max.ms" => self.message_timestamp_after_max_ms.to_string(),
             "message.timestamp.before.max.ms" => self.message_timestamp_before_max_ms.to_string(),
-            "message.timestamp.difference.max.ms" => {
-                self.message_timestamp_difference_max_ms.to_string()
-            }
             "message.timestamp.type" => self.message_timestamp_type.name().to_string(),
             "min.cleanable.dirty.ratio" => java_double_to_string(self.min_cleanable_dirty_ratio),
             "min.compaction.lag.ms" => self.min_compaction_lag_ms.to_string(),
             "min.insync.replicas" => self.min_insync_replicas.to_string(),
             "preallocate" => self.preallocate.to_string(),
+            "remote.copy.lag.bytes" => self.remote_copy_lag_bytes.to_string(),
+            "remote.copy.lag.ms" => self.remote_copy_lag_ms.to_string(),
             "remote.log.copy.disable" => self.remote_log_copy_disable.to_string(),
             "remote.log.delete.on.disable" => self.remote_log_delete_on_disable.to_string(),
             "remote.storage.enable" => self.remote_storage_enable.to_string(),

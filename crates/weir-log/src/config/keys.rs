@@ -1,4 +1,4 @@
-//! The key table: every topic-level key Kafka 3.9 accepts, with its type, its broker synonyms
+//! The key table: every topic-level key Kafka 4.4 accepts, with its type, its broker synonyms
 //! (Kafka's `ServerTopicConfigSynonyms`) and its documentation, and the broker keys that set
 //! topic defaults. Data and lookups only: it must not parse values or touch a config's fields.
 
@@ -15,7 +15,7 @@ pub(super) struct KeyDef {
     pub(super) doc: &'static str,
 }
 
-/// Every topic-level key Kafka 3.9 accepts, sorted (the order Kafka's `configNames()` uses).
+/// Every topic-level key Kafka 4.4 accepts, sorted (the order Kafka's `configNames()` uses).
 pub(super) const TOPIC_KEYS: &[&str] = &[
     "cleanup.policy",
     "compression.gzip.level",
@@ -23,6 +23,7 @@ pub(super) const TOPIC_KEYS: &[&str] = &[
     "compression.type",
     "compression.zstd.level",
     "delete.retention.ms",
+    "errors.deadletterqueue.group.enable",
     "file.delete.delay.ms",
     "flush.messages",
     "flush.ms",
@@ -32,17 +33,17 @@ pub(super) const TOPIC_KEYS: &[&str] = &[
     "local.retention.bytes",
     "local.retention.ms",
     "max.compaction.lag.ms",
+    "max.decompressed.message.bytes",
     "max.message.bytes",
-    "message.downconversion.enable",
-    "message.format.version",
     "message.timestamp.after.max.ms",
     "message.timestamp.before.max.ms",
-    "message.timestamp.difference.max.ms",
     "message.timestamp.type",
     "min.cleanable.dirty.ratio",
     "min.compaction.lag.ms",
     "min.insync.replicas",
     "preallocate",
+    "remote.copy.lag.bytes",
+    "remote.copy.lag.ms",
     "remote.log.copy.disable",
     "remote.log.delete.on.disable",
     "remote.storage.enable",
@@ -97,6 +98,13 @@ pub(super) const KEY_DEFS: &[KeyDef] = &[
         broker_synonyms: &["log.cleaner.delete.retention.ms"],
         doc: "How long tombstones stay in a compacted log, which bounds how long a consumer \
               reading from the start may take and still see every deletion.",
+    },
+    KeyDef {
+        name: "errors.deadletterqueue.group.enable",
+        config_type: ConfigType::Boolean,
+        broker_synonyms: &[],
+        doc: "Whether share groups may write records they cannot deliver to this topic as \
+              their dead-letter queue. Weir has no share groups yet: accepted, no effect.",
     },
     KeyDef {
         name: "file.delete.delay.ms",
@@ -161,24 +169,17 @@ pub(super) const KEY_DEFS: &[KeyDef] = &[
               dirty ratio, and segments roll at least this often.",
     },
     KeyDef {
+        name: "max.decompressed.message.bytes",
+        config_type: ConfigType::Int,
+        broker_synonyms: &["max.decompressed.message.bytes"],
+        doc: "Largest single record, decompressed, that Kafka accepts where it decompresses \
+              records. Weir does not enforce it yet: accepted and reported, no effect.",
+    },
+    KeyDef {
         name: "max.message.bytes",
         config_type: ConfigType::Int,
         broker_synonyms: &["message.max.bytes"],
         doc: "Largest record batch accepted, measured after compression.",
-    },
-    KeyDef {
-        name: "message.downconversion.enable",
-        config_type: ConfigType::Boolean,
-        broker_synonyms: &["log.message.downconversion.enable"],
-        doc: "Whether consumers too old to read v2 batches are served by converting batches to \
-              the older formats; if false they get UNSUPPORTED_VERSION.",
-    },
-    KeyDef {
-        name: "message.format.version",
-        config_type: ConfigType::String,
-        broker_synonyms: &["log.message.format.version"],
-        doc: "Deprecated: ignored since Kafka 3.0, every batch is written in format v2. \
-              Accepted if it names a Kafka version.",
     },
     KeyDef {
         name: "message.timestamp.after.max.ms",
@@ -193,12 +194,6 @@ pub(super) const KEY_DEFS: &[KeyDef] = &[
         broker_synonyms: &["log.message.timestamp.before.max.ms"],
         doc: "With CreateTime, reject records whose timestamp is more than this far behind the \
               broker's clock.",
-    },
-    KeyDef {
-        name: "message.timestamp.difference.max.ms",
-        config_type: ConfigType::Long,
-        broker_synonyms: &["log.message.timestamp.difference.max.ms"],
-        doc: "Deprecated: used for the before/after limits that are left at their maximum.",
     },
     KeyDef {
         name: "message.timestamp.type",
@@ -232,6 +227,22 @@ pub(super) const KEY_DEFS: &[KeyDef] = &[
         config_type: ConfigType::Boolean,
         broker_synonyms: &["log.preallocate"],
         doc: "Whether a new segment file is created at its full size on disk.",
+    },
+    KeyDef {
+        name: "remote.copy.lag.bytes",
+        config_type: ConfigType::Long,
+        broker_synonyms: &["log.remote.copy.lag.bytes"],
+        doc: "Under tiered storage, a closed segment may be uploaded once this many bytes of \
+              newer data follow it (-1: the local retention size, 0: at once). Weir has no \
+              tiered storage yet: accepted and reported, no effect.",
+    },
+    KeyDef {
+        name: "remote.copy.lag.ms",
+        config_type: ConfigType::Long,
+        broker_synonyms: &["log.remote.copy.lag.ms"],
+        doc: "Under tiered storage, a closed segment may be uploaded once its newest record is \
+              this old (-1: the local retention time, 0: at once). Weir has no tiered storage \
+              yet: accepted and reported, no effect.",
     },
     KeyDef {
         name: "remote.log.copy.disable",
@@ -326,13 +337,12 @@ pub(super) const BROKER_KEYS: &[&str] = &[
     "log.index.size.max.bytes",
     "log.local.retention.bytes",
     "log.local.retention.ms",
-    "log.message.downconversion.enable",
-    "log.message.format.version",
     "log.message.timestamp.after.max.ms",
     "log.message.timestamp.before.max.ms",
-    "log.message.timestamp.difference.max.ms",
     "log.message.timestamp.type",
     "log.preallocate",
+    "log.remote.copy.lag.bytes",
+    "log.remote.copy.lag.ms",
     "log.retention.bytes",
     "log.retention.hours",
     "log.retention.minutes",
@@ -343,6 +353,7 @@ pub(super) const BROKER_KEYS: &[&str] = &[
     "log.roll.ms",
     "log.segment.bytes",
     "log.segment.delete.delay.ms",
+    "max.decompressed.message.bytes",
     "message.max.bytes",
     "min.insync.replicas",
     "unclean.leader.election.enable",
@@ -367,10 +378,6 @@ pub(super) const BROKER_SIMPLE: &[(&str, &str)] = &[
     ("message.max.bytes", "max.message.bytes"),
     ("log.message.timestamp.type", "message.timestamp.type"),
     (
-        "log.message.timestamp.difference.max.ms",
-        "message.timestamp.difference.max.ms",
-    ),
-    (
         "log.message.timestamp.before.max.ms",
         "message.timestamp.before.max.ms",
     ),
@@ -378,7 +385,6 @@ pub(super) const BROKER_SIMPLE: &[(&str, &str)] = &[
         "log.message.timestamp.after.max.ms",
         "message.timestamp.after.max.ms",
     ),
-    ("log.message.format.version", "message.format.version"),
     ("compression.type", "compression.type"),
     ("compression.gzip.level", "compression.gzip.level"),
     ("compression.lz4.level", "compression.lz4.level"),
@@ -389,12 +395,23 @@ pub(super) const BROKER_SIMPLE: &[(&str, &str)] = &[
         "unclean.leader.election.enable",
         "unclean.leader.election.enable",
     ),
-    (
-        "log.message.downconversion.enable",
-        "message.downconversion.enable",
-    ),
     ("log.local.retention.ms", "local.retention.ms"),
     ("log.local.retention.bytes", "local.retention.bytes"),
+    ("log.remote.copy.lag.ms", "remote.copy.lag.ms"),
+    ("log.remote.copy.lag.bytes", "remote.copy.lag.bytes"),
+    (
+        "max.decompressed.message.bytes",
+        "max.decompressed.message.bytes",
+    ),
+];
+
+/// Topic keys Kafka 4.0 removed (KIP-724 and the end of message format v0/v1 writes). A topic
+/// created by an older Weir or Kafka may still carry them; they are dropped when its stored
+/// overrides are read, as Kafka 4 ignores them, and refused as unknown when set.
+pub(super) const REMOVED_TOPIC_KEYS: &[&str] = &[
+    "message.downconversion.enable",
+    "message.format.version",
+    "message.timestamp.difference.max.ms",
 ];
 
 fn key_def(key: &str) -> Option<&'static KeyDef> {
@@ -416,6 +433,12 @@ impl LogConfig {
     /// synonyms list of DescribeConfigs); empty for an unknown key or one with no broker key.
     pub fn broker_synonyms(key: &str) -> &'static [&'static str] {
         key_def(key).map_or(&[], |d| d.broker_synonyms)
+    }
+
+    /// Is this a topic key Kafka 4.0 removed? Stored overrides drop such keys (with a warning)
+    /// before they are applied; a request that sets one is refused as for any unknown key.
+    pub fn is_removed_topic_key(key: &str) -> bool {
+        REMOVED_TOPIC_KEYS.contains(&key)
     }
 
     /// The broker keys [`LogConfig::from_broker_properties`] reads, sorted.

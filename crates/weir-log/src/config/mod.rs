@@ -113,8 +113,9 @@ const DAY_MS: i64 = 24 * HOUR_MS;
 pub const MIN_SEGMENT_BYTES: u64 = 14;
 /// Kafka's default `max.message.bytes`: 1 MiB plus the 12-byte log overhead.
 pub const DEFAULT_MAX_MESSAGE_BYTES: u32 = 1024 * 1024 + 12;
-/// Kafka's default for the deprecated `message.format.version` (ignored since 3.0).
-pub const DEFAULT_MESSAGE_FORMAT_VERSION: &str = "3.0-IV1";
+/// Kafka's default and ceiling for `max.decompressed.message.bytes`: the largest array a JVM
+/// allocates.
+pub const MAX_DECOMPRESSED_MESSAGE_BYTES: i32 = i32::MAX - 8;
 
 const GZIP_DEFAULT_LEVEL: i32 = -1;
 const LZ4_DEFAULT_LEVEL: i32 = 9;
@@ -122,7 +123,7 @@ const ZSTD_DEFAULT_LEVEL: i32 = 3;
 
 /// A partition log's configuration: Kafka's topic-level settings, with Kafka's defaults.
 ///
-/// The key set and every default, range and precedence rule are Kafka 3.9's (`LogConfig`,
+/// The key set and every default, range and precedence rule are Kafka 4.4's (`LogConfig`,
 /// `ServerLogConfigs`, `ServerTopicConfigSynonyms`, `KafkaConfig`, `ConfigDef`); where Weir
 /// differs, the field's doc says so.
 ///
@@ -130,7 +131,7 @@ const ZSTD_DEFAULT_LEVEL: i32 = 3;
 /// [`LogConfig::from_broker_properties`], and a topic's config with
 /// [`LogConfig::with_overrides`] on those defaults. To alter a topic, apply its whole override
 /// set to the broker defaults again (as Kafka does), rather than stacking overrides: the
-/// deprecated `message.timestamp.difference.max.ms` fallback depends on it.
+/// cross-key rules (compression and its level) depend on it.
 ///
 /// "Acts on it" below names who must honour a key; weir-log is the storage engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -203,19 +204,12 @@ pub struct LogConfig {
     pub message_timestamp_type: TimestampType,
     /// `message.timestamp.before.max.ms` (`log.message.timestamp.before.max.ms`): under
     /// CreateTime, reject a record whose timestamp is more than this before the broker's clock.
-    /// Default `i64::MAX`, at least 0. Holds the *effective* value: when the configured value
-    /// is `i64::MAX`, Kafka 3.x uses `message.timestamp.difference.max.ms` instead, and so does
-    /// this field. (DescribeConfigs then prints the effective value where Kafka prints
-    /// `i64::MAX`.) Acts on it: the produce path.
+    /// Default `i64::MAX`, at least 0. Acts on it: the produce path.
     pub message_timestamp_before_max_ms: i64,
     /// `message.timestamp.after.max.ms` (`log.message.timestamp.after.max.ms`): likewise for
-    /// timestamps ahead of the broker's clock. Default `i64::MAX` (Kafka 3.x; Kafka 4.0's
-    /// default is one hour), at least 0, effective value as above. Acts on it: the produce path.
+    /// timestamps ahead of the broker's clock. Default one hour (Kafka 4.0's; Kafka 3.x had
+    /// no limit), at least 0. Acts on it: the produce path.
     pub message_timestamp_after_max_ms: i64,
-    /// `message.timestamp.difference.max.ms` (`log.message.timestamp.difference.max.ms`):
-    /// deprecated in 3.6, removed in 4.0. Only a fallback for the two fields above, already
-    /// applied to them; nothing else reads it. Default `i64::MAX`, at least 0.
-    pub message_timestamp_difference_max_ms: i64,
     /// `compression.type` (same broker key) with the matching level key applied. Default
     /// `producer`. Acts on it: the produce path.
     pub compression: TopicCompression,
@@ -242,15 +236,6 @@ pub struct LogConfig {
     /// `unclean.leader.election.enable` (same broker key). Default false. Weir has no follower
     /// replicas: accepted and reported, no effect.
     pub unclean_leader_election_enable: bool,
-    /// `message.downconversion.enable` (`log.message.downconversion.enable`): whether Fetch
-    /// requests too old for v2 batches (Fetch v0–v3) are served by converting to v0/v1.
-    /// Default true; removed in Kafka 4.0. Acts on it: the fetch path, not weir-log.
-    pub message_downconversion_enable: bool,
-    /// `message.format.version` (`log.message.format.version`): deprecated; any Kafka 3.x
-    /// broker ignores it (every batch is v2). Accepted if it names a Kafka version Kafka 3.9
-    /// knows (e.g. `2.8`, `3.0-IV1`), kept as given for DescribeConfigs, no effect.
-    /// Default `3.0-IV1`.
-    pub message_format_version: String,
     /// `leader.replication.throttled.replicas` (no broker key): `*` or a list of
     /// `partition:broker`. Default empty. Weir has no follower replicas: accepted and
     /// reported, no effect.
@@ -275,6 +260,22 @@ pub struct LogConfig {
     /// `remote.log.delete.on.disable` (no broker key, Kafka 3.9): tiered storage only.
     /// Default false. Accepted and reported, no effect.
     pub remote_log_delete_on_disable: bool,
+    /// `remote.copy.lag.ms` (`log.remote.copy.lag.ms`, Kafka 4.4): how old a closed segment's
+    /// newest record must be before tiered storage uploads it; -1 means the local retention
+    /// time, 0 (default) at once, at least -1. Accepted and reported, no effect.
+    pub remote_copy_lag_ms: i64,
+    /// `remote.copy.lag.bytes` (`log.remote.copy.lag.bytes`, Kafka 4.4): likewise by the bytes
+    /// that follow the segment; -1 (default) means the local retention size, at least -1.
+    /// Accepted and reported, no effect.
+    pub remote_copy_lag_bytes: i64,
+    /// `errors.deadletterqueue.group.enable` (no broker key, Kafka 4.4): whether share groups
+    /// may use this topic as their dead-letter queue. Default false. Weir has no share groups:
+    /// accepted and reported, no effect.
+    pub errors_deadletterqueue_group_enable: bool,
+    /// `max.decompressed.message.bytes` (same broker key, Kafka 4.4): the largest single
+    /// record, decompressed, Kafka accepts where it decompresses. Default and maximum
+    /// 2147483639, at least 1. Accepted and reported; Weir does not enforce it.
+    pub max_decompressed_message_bytes: i32,
 }
 
 impl Default for LogConfig {
@@ -298,8 +299,7 @@ impl Default for LogConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             message_timestamp_type: TimestampType::CreateTime,
             message_timestamp_before_max_ms: i64::MAX,
-            message_timestamp_after_max_ms: i64::MAX,
-            message_timestamp_difference_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: HOUR_MS,
             compression: TopicCompression::Producer,
             compression_gzip_level: GZIP_DEFAULT_LEVEL,
             compression_lz4_level: LZ4_DEFAULT_LEVEL,
@@ -307,8 +307,6 @@ impl Default for LogConfig {
             min_insync_replicas: 1,
             preallocate: false,
             unclean_leader_election_enable: false,
-            message_downconversion_enable: true,
-            message_format_version: DEFAULT_MESSAGE_FORMAT_VERSION.to_string(),
             leader_replication_throttled_replicas: Vec::new(),
             follower_replication_throttled_replicas: Vec::new(),
             remote_storage_enable: false,
@@ -316,6 +314,10 @@ impl Default for LogConfig {
             local_retention_bytes: -2,
             remote_log_copy_disable: false,
             remote_log_delete_on_disable: false,
+            remote_copy_lag_ms: 0,
+            remote_copy_lag_bytes: -1,
+            errors_deadletterqueue_group_enable: false,
+            max_decompressed_message_bytes: MAX_DECOMPRESSED_MESSAGE_BYTES,
         }
     }
 }

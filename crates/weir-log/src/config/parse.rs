@@ -7,7 +7,7 @@ use weir_record::{Compression, CompressionConfig, TimestampType};
 use super::keys::{BROKER_KEYS, BROKER_SIMPLE, KEY_DEFS};
 use super::{
     CleanupPolicy, ConfigError, LogConfig, TopicCompression, GZIP_DEFAULT_LEVEL, HOUR_MS,
-    LZ4_DEFAULT_LEVEL, MIN_SEGMENT_BYTES, ZSTD_DEFAULT_LEVEL,
+    LZ4_DEFAULT_LEVEL, MAX_DECOMPRESSED_MESSAGE_BYTES, MIN_SEGMENT_BYTES, ZSTD_DEFAULT_LEVEL,
 };
 
 fn err(key: &str, message: impl Into<String>) -> ConfigError {
@@ -21,8 +21,7 @@ impl LogConfig {
     /// Applies topic-level overrides (Kafka's topic config names) on top of `self` (the broker
     /// defaults). An unknown key or a bad value is an error naming the key. A key given twice
     /// takes its last value. After all keys, the cross-key rules run:
-    /// `min.compaction.lag.ms <= max.compaction.lag.ms`, the deprecated
-    /// `message.timestamp.difference.max.ms` fallback, and building `compression` from
+    /// `min.compaction.lag.ms <= max.compaction.lag.ms` and building `compression` from
     /// `compression.type` and its level.
     pub fn with_overrides<'a>(
         &self,
@@ -212,6 +211,9 @@ impl Draft {
                 c.compression_zstd_level = int_level(key, value, -131_072, 22, None)?
             }
             "delete.retention.ms" => c.delete_retention_ms = long_at_least(key, value, 0)?,
+            "errors.deadletterqueue.group.enable" => {
+                c.errors_deadletterqueue_group_enable = parse_bool(key, value)?
+            }
             "file.delete.delay.ms" => c.file_delete_delay_ms = long_at_least(key, value, 0)?,
             "flush.messages" => c.flush_messages = long_at_least(key, value, 1)?,
             "flush.ms" => c.flush_ms = long_at_least(key, value, 0)?,
@@ -225,21 +227,22 @@ impl Draft {
             "local.retention.bytes" => c.local_retention_bytes = local_retention(key, value)?,
             "local.retention.ms" => c.local_retention_ms = local_retention(key, value)?,
             "max.compaction.lag.ms" => c.max_compaction_lag_ms = long_at_least(key, value, 1)?,
+            "max.decompressed.message.bytes" => {
+                let v = int_at_least(key, value, 1)?;
+                if v > MAX_DECOMPRESSED_MESSAGE_BYTES {
+                    return Err(err(
+                        key,
+                        format!("must be at most {MAX_DECOMPRESSED_MESSAGE_BYTES}, got {v}"),
+                    ));
+                }
+                c.max_decompressed_message_bytes = v;
+            }
             "max.message.bytes" => c.max_message_bytes = int_at_least(key, value, 0)? as u32,
-            "message.downconversion.enable" => {
-                c.message_downconversion_enable = parse_bool(key, value)?
-            }
-            "message.format.version" => {
-                c.message_format_version = parse_format_version(key, value)?
-            }
             "message.timestamp.after.max.ms" => {
                 c.message_timestamp_after_max_ms = long_at_least(key, value, 0)?
             }
             "message.timestamp.before.max.ms" => {
                 c.message_timestamp_before_max_ms = long_at_least(key, value, 0)?
-            }
-            "message.timestamp.difference.max.ms" => {
-                c.message_timestamp_difference_max_ms = long_at_least(key, value, 0)?
             }
             "message.timestamp.type" => {
                 c.message_timestamp_type = parse_timestamp_type(key, value)?
@@ -248,6 +251,8 @@ impl Draft {
             "min.compaction.lag.ms" => c.min_compaction_lag_ms = long_at_least(key, value, 0)?,
             "min.insync.replicas" => c.min_insync_replicas = int_at_least(key, value, 1)?,
             "preallocate" => c.preallocate = parse_bool(key, value)?,
+            "remote.copy.lag.bytes" => c.remote_copy_lag_bytes = long_at_least(key, value, -1)?,
+            "remote.copy.lag.ms" => c.remote_copy_lag_ms = long_at_least(key, value, -1)?,
             "remote.log.copy.disable" => c.remote_log_copy_disable = parse_bool(key, value)?,
             "remote.log.delete.on.disable" => {
                 c.remote_log_delete_on_disable = parse_bool(key, value)?
@@ -306,14 +311,6 @@ impl Draft {
                     c.min_compaction_lag_ms
                 ),
             ));
-        }
-        // Kafka 3.x: a before/after limit left at its maximum falls back to the deprecated
-        // difference limit.
-        if c.message_timestamp_before_max_ms == i64::MAX {
-            c.message_timestamp_before_max_ms = c.message_timestamp_difference_max_ms;
-        }
-        if c.message_timestamp_after_max_ms == i64::MAX {
-            c.message_timestamp_after_max_ms = c.message_timestamp_difference_max_ms;
         }
         c.compression = match self.compression {
             CompressionKind::Producer => TopicCompression::Producer,
@@ -585,80 +582,6 @@ fn parse_throttled_replicas(key: &str, value: &str) -> Result<Vec<String>, Confi
         Err(err(
             key,
             format!("must be * or a comma-separated list of partitionId:brokerId, got {value:?}"),
-        ))
-    }
-}
-
-/// Kafka 3.9's metadata versions: release, then its sub-versions ("" for none). Releases up to
-/// 3.9 are production versions, so the bare release names one too.
-const METADATA_VERSIONS: &[(&str, &[&str])] = &[
-    ("0.8.0", &[""]),
-    ("0.8.1", &[""]),
-    ("0.8.2", &[""]),
-    ("0.9.0", &[""]),
-    ("0.10.0", &["IV0", "IV1"]),
-    ("0.10.1", &["IV0", "IV1", "IV2"]),
-    ("0.10.2", &["IV0"]),
-    ("0.11.0", &["IV0", "IV1", "IV2"]),
-    ("1.0", &["IV0"]),
-    ("1.1", &["IV0"]),
-    ("2.0", &["IV0", "IV1"]),
-    ("2.1", &["IV0", "IV1", "IV2"]),
-    ("2.2", &["IV0", "IV1"]),
-    ("2.3", &["IV0", "IV1"]),
-    ("2.4", &["IV0", "IV1"]),
-    ("2.5", &["IV0"]),
-    ("2.6", &["IV0"]),
-    ("2.7", &["IV0", "IV1", "IV2"]),
-    ("2.8", &["IV0", "IV1"]),
-    ("3.0", &["IV0", "IV1"]),
-    ("3.1", &["IV0"]),
-    ("3.2", &["IV0"]),
-    ("3.3", &["IV0", "IV1", "IV2", "IV3"]),
-    ("3.4", &["IV0"]),
-    ("3.5", &["IV0", "IV1", "IV2"]),
-    ("3.6", &["IV0", "IV1", "IV2"]),
-    ("3.7", &["IV0", "IV1", "IV2", "IV3", "IV4"]),
-    ("3.8", &["IV0"]),
-    ("3.9", &["IV0"]),
-    ("4.0", &["IV0", "IV1"]),
-];
-
-/// Kafka's `MetadataVersion.fromVersionString`: keep the first three dot-separated parts of a
-/// `0.x` version, or the first two otherwise (so `2.8.1` means `2.8`), then look the result up
-/// as `release` (production releases only) or `release-IVn`.
-fn parse_format_version(key: &str, value: &str) -> Result<String, ConfigError> {
-    let t = java_trim(value);
-    let mut parts: Vec<&str> = t.split('.').collect();
-    // Java's String.split drops trailing empty strings.
-    while parts.len() > 1 && parts.last() == Some(&"") {
-        parts.pop();
-    }
-    let keep = if t.starts_with("0.") { 3 } else { 2 };
-    let lookup = if keep >= parts.len() {
-        t.to_string()
-    } else {
-        parts[..keep].join(".")
-    };
-    let known = METADATA_VERSIONS.iter().any(|(release, subs)| {
-        (lookup == *release && *release != "4.0")
-            || subs.iter().any(|s| {
-                !s.is_empty()
-                    && lookup
-                        .strip_prefix(release)
-                        .and_then(|r| r.strip_prefix('-'))
-                        == Some(*s)
-            })
-    });
-    if known {
-        Ok(t.to_string())
-    } else {
-        Err(err(
-            key,
-            format!(
-                "must be a Kafka version such as 2.8 or 3.0-IV1 (deprecated and ignored, but still \
-                 checked), got {value:?}"
-            ),
         ))
     }
 }

@@ -44,8 +44,7 @@ fn defaults_are_kafkas() {
     assert_eq!(c.max_message_bytes, 1_048_588);
     assert_eq!(c.message_timestamp_type, TimestampType::CreateTime);
     assert_eq!(c.message_timestamp_before_max_ms, i64::MAX);
-    assert_eq!(c.message_timestamp_after_max_ms, i64::MAX);
-    assert_eq!(c.message_timestamp_difference_max_ms, i64::MAX);
+    assert_eq!(c.message_timestamp_after_max_ms, 3_600_000);
     assert_eq!(c.compression, TopicCompression::Producer);
     assert_eq!(c.compression_gzip_level, -1);
     assert_eq!(c.compression_lz4_level, 9);
@@ -53,8 +52,6 @@ fn defaults_are_kafkas() {
     assert_eq!(c.min_insync_replicas, 1);
     assert!(!c.preallocate);
     assert!(!c.unclean_leader_election_enable);
-    assert!(c.message_downconversion_enable);
-    assert_eq!(c.message_format_version, "3.0-IV1");
     assert!(c.leader_replication_throttled_replicas.is_empty());
     assert!(c.follower_replication_throttled_replicas.is_empty());
     assert!(!c.remote_storage_enable);
@@ -62,6 +59,10 @@ fn defaults_are_kafkas() {
     assert_eq!(c.local_retention_bytes, -2);
     assert!(!c.remote_log_copy_disable);
     assert!(!c.remote_log_delete_on_disable);
+    assert_eq!(c.remote_copy_lag_ms, 0);
+    assert_eq!(c.remote_copy_lag_bytes, -1);
+    assert!(!c.errors_deadletterqueue_group_enable);
+    assert_eq!(c.max_decompressed_message_bytes, 2_147_483_639);
     // No overrides and no broker properties change nothing.
     assert_eq!(topic(&[]).unwrap(), c);
     assert_eq!(broker(&[]).unwrap(), c);
@@ -98,7 +99,7 @@ fn key_table_is_consistent() {
         let value = LogConfig::default().value_of(key).unwrap();
         LogConfig::validate(key, &value).unwrap();
     }
-    assert_eq!(LogConfig::topic_keys().len(), 36);
+    assert_eq!(LogConfig::topic_keys().len(), 37);
     assert!(!LogConfig::is_topic_key("log.retention.ms"));
     assert!(!LogConfig::is_topic_key("Retention.ms"));
     assert_eq!(LogConfig::default().value_of("nope"), None);
@@ -160,13 +161,10 @@ fn each_override_is_applied() {
         }),
         ("message.timestamp.before.max.ms", "3600000", |c| {
             c.message_timestamp_before_max_ms == 3_600_000
-                && c.message_timestamp_after_max_ms == i64::MAX
+                && c.message_timestamp_after_max_ms == 3_600_000
         }),
         ("message.timestamp.after.max.ms", "0", |c| {
             c.message_timestamp_after_max_ms == 0 && c.message_timestamp_before_max_ms == i64::MAX
-        }),
-        ("message.timestamp.difference.max.ms", "5000", |c| {
-            c.message_timestamp_difference_max_ms == 5000
         }),
         ("compression.type", "zstd", |c| {
             c.compression == TopicCompression::Codec(CompressionConfig::new(Compression::Zstd))
@@ -184,12 +182,6 @@ fn each_override_is_applied() {
         ("preallocate", "true", |c| c.preallocate),
         ("unclean.leader.election.enable", "TRUE", |c| {
             c.unclean_leader_election_enable
-        }),
-        ("message.downconversion.enable", "False", |c| {
-            !c.message_downconversion_enable
-        }),
-        ("message.format.version", "2.8", |c| {
-            c.message_format_version == "2.8"
         }),
         ("leader.replication.throttled.replicas", "0:1, 1:2", |c| {
             c.leader_replication_throttled_replicas == ["0:1", "1:2"]
@@ -210,6 +202,16 @@ fn each_override_is_applied() {
         ("remote.log.delete.on.disable", "true", |c| {
             c.remote_log_delete_on_disable
         }),
+        ("remote.copy.lag.ms", "-1", |c| c.remote_copy_lag_ms == -1),
+        ("remote.copy.lag.bytes", "4096", |c| {
+            c.remote_copy_lag_bytes == 4096
+        }),
+        ("errors.deadletterqueue.group.enable", "true", |c| {
+            c.errors_deadletterqueue_group_enable
+        }),
+        ("max.decompressed.message.bytes", "1000", |c| {
+            c.max_decompressed_message_bytes == 1000
+        }),
     ];
     let mut covered: Vec<&str> = Vec::new();
     for (key, value, check) in cases {
@@ -226,11 +228,6 @@ fn each_override_is_applied() {
                 .filter(|e| e.value != expected.value_of(&e.name))
                 .map(|e| e.name.as_str())
                 .filter(|n| *n != *key && *n != "compression.type")
-                .filter(|n| {
-                    // The deprecated difference limit also sets the two it falls back for.
-                    *key != "message.timestamp.difference.max.ms"
-                        || !n.starts_with("message.timestamp.")
-                })
                 .collect::<Vec<_>>(),
             Vec::<&str>::new(),
             "{key}={value} changed other keys"
@@ -325,7 +322,6 @@ fn bad_values_are_rejected_naming_the_key() {
         ),
         ("message.timestamp.before.max.ms", "-1", "at least 0"),
         ("message.timestamp.after.max.ms", "-1", "at least 0"),
-        ("message.timestamp.difference.max.ms", "-1", "at least 0"),
         ("compression.type", "GZIP", "case-sensitive"),
         ("compression.type", "none", "uncompressed"),
         (
@@ -347,11 +343,15 @@ fn bad_values_are_rejected_naming_the_key() {
         ("preallocate", "yes", "must be true or false, got \"yes\""),
         ("preallocate", "1", "true or false"),
         ("unclean.leader.election.enable", "", "true or false"),
-        ("message.downconversion.enable", "t", "true or false"),
-        ("message.format.version", "5.0", "Kafka version"),
-        ("message.format.version", "4.0", "Kafka version"),
-        ("message.format.version", "3.0-IV9", "Kafka version"),
-        ("message.format.version", "", "Kafka version"),
+        ("remote.copy.lag.ms", "-2", "at least -1, got -2"),
+        ("remote.copy.lag.bytes", "-2", "at least -1, got -2"),
+        ("errors.deadletterqueue.group.enable", "1", "true or false"),
+        ("max.decompressed.message.bytes", "0", "at least 1, got 0"),
+        (
+            "max.decompressed.message.bytes",
+            "2147483640",
+            "at most 2147483639",
+        ),
         (
             "leader.replication.throttled.replicas",
             "0-1",
@@ -614,43 +614,25 @@ fn compression_types_and_levels() {
 }
 
 #[test]
-fn deprecated_timestamp_difference_falls_back_as_in_kafka() {
-    // Alone, it sets both limits.
-    let c = topic(&[("message.timestamp.difference.max.ms", "1000")]).unwrap();
-    assert_eq!(c.message_timestamp_before_max_ms, 1000);
-    assert_eq!(c.message_timestamp_after_max_ms, 1000);
-    // An explicit before/after wins over it.
-    let c = topic(&[
-        ("message.timestamp.difference.max.ms", "1000"),
-        ("message.timestamp.before.max.ms", "50"),
-    ])
-    .unwrap();
-    assert_eq!(c.message_timestamp_before_max_ms, 50);
-    assert_eq!(c.message_timestamp_after_max_ms, 1000);
-    // Setting before/after to the maximum means "unset": the difference applies.
-    let c = topic(&[
-        ("message.timestamp.after.max.ms", "9223372036854775807"),
-        ("message.timestamp.difference.max.ms", "7"),
-    ])
-    .unwrap();
-    assert_eq!(c.message_timestamp_after_max_ms, 7);
-    // At the broker, the same rule; a topic's own difference does not undo the broker's
-    // resolved before/after (Kafka passes the broker's resolved values down).
-    let b = broker(&[("log.message.timestamp.difference.max.ms", "1000")]).unwrap();
-    assert_eq!(b.message_timestamp_before_max_ms, 1000);
-    assert_eq!(b.message_timestamp_after_max_ms, 1000);
-    let t = b
-        .with_overrides([("message.timestamp.difference.max.ms", "500")])
-        .unwrap();
-    assert_eq!(t.message_timestamp_before_max_ms, 1000);
-    assert_eq!(t.message_timestamp_difference_max_ms, 500);
-    let b = broker(&[
-        ("log.message.timestamp.after.max.ms", "3600000"),
+fn keys_kafka_4_removed_are_unknown() {
+    for key in [
+        "message.format.version",
+        "message.downconversion.enable",
+        "message.timestamp.difference.max.ms",
+    ] {
+        assert!(LogConfig::is_removed_topic_key(key), "{key}");
+        assert!(!LogConfig::is_topic_key(key), "{key}");
+        let e = err_of(topic(&[(key, "1")]));
+        assert_eq!(e.key, key);
+    }
+    // At the broker they are ignored like any key this module does not know.
+    let (c, consumed) = LogConfig::from_broker_properties([
+        ("log.message.format.version", "2.8"),
         ("log.message.timestamp.difference.max.ms", "1000"),
     ])
     .unwrap();
-    assert_eq!(b.message_timestamp_after_max_ms, 3_600_000);
-    assert_eq!(b.message_timestamp_before_max_ms, 1000);
+    assert_eq!(c, LogConfig::default());
+    assert!(consumed.is_empty());
 }
 
 #[test]
@@ -798,13 +780,13 @@ fn broker_properties_map_to_topic_settings() {
         ("log.message.timestamp.type", "LogAppendTime"),
         ("log.message.timestamp.before.max.ms", "50"),
         ("log.message.timestamp.after.max.ms", "60"),
-        ("log.message.format.version", "2.8"),
+        ("log.remote.copy.lag.ms", "90"),
         ("compression.type", "gzip"),
         ("compression.gzip.level", "4"),
         ("min.insync.replicas", "2"),
         ("log.preallocate", "true"),
         ("unclean.leader.election.enable", "true"),
-        ("log.message.downconversion.enable", "false"),
+        ("max.decompressed.message.bytes", "100000"),
         ("log.local.retention.ms", "70"),
         ("log.local.retention.bytes", "80"),
         ("log.segment.bytes", "2097152"), // the last value wins
@@ -826,7 +808,7 @@ fn broker_properties_map_to_topic_settings() {
     assert_eq!(c.message_timestamp_type, TimestampType::LogAppendTime);
     assert_eq!(c.message_timestamp_before_max_ms, 50);
     assert_eq!(c.message_timestamp_after_max_ms, 60);
-    assert_eq!(c.message_format_version, "2.8");
+    assert_eq!(c.remote_copy_lag_ms, 90);
     assert_eq!(
         c.compression,
         TopicCompression::Codec(CompressionConfig::with_level(Compression::Gzip, 4).unwrap())
@@ -835,7 +817,7 @@ fn broker_properties_map_to_topic_settings() {
     assert_eq!(c.min_insync_replicas, 2);
     assert!(c.preallocate);
     assert!(c.unclean_leader_election_enable);
-    assert!(!c.message_downconversion_enable);
+    assert_eq!(c.max_decompressed_message_bytes, 100_000);
     assert_eq!(c.local_retention_ms, 70);
     assert_eq!(c.local_retention_bytes, 80);
     let mut want: Vec<&str> = props
@@ -863,10 +845,11 @@ fn broker_errors_name_the_broker_key() {
         ("log.segment.delete.delay.ms", "-1"),
         ("message.max.bytes", "-1"),
         ("log.message.timestamp.type", "Now"),
-        ("log.message.timestamp.difference.max.ms", "-1"),
         ("log.message.timestamp.before.max.ms", "-1"),
         ("log.message.timestamp.after.max.ms", "-1"),
-        ("log.message.format.version", "9.9"),
+        ("log.remote.copy.lag.ms", "-2"),
+        ("log.remote.copy.lag.bytes", "x"),
+        ("max.decompressed.message.bytes", "0"),
         ("compression.type", "none"),
         ("compression.gzip.level", "0"),
         ("compression.lz4.level", "0"),
@@ -874,7 +857,6 @@ fn broker_errors_name_the_broker_key() {
         ("min.insync.replicas", "0"),
         ("log.preallocate", "sure"),
         ("unclean.leader.election.enable", "sure"),
-        ("log.message.downconversion.enable", "sure"),
         ("log.local.retention.ms", "-3"),
         ("log.local.retention.bytes", "-3"),
         ("log.roll.ms", "x"),
@@ -913,6 +895,7 @@ fn describe_defaults_print_as_kafka() {
         ("compression.type", "producer"),
         ("compression.zstd.level", "3"),
         ("delete.retention.ms", "86400000"),
+        ("errors.deadletterqueue.group.enable", "false"),
         ("file.delete.delay.ms", "60000"),
         ("flush.messages", "9223372036854775807"),
         ("flush.ms", "9223372036854775807"),
@@ -922,17 +905,17 @@ fn describe_defaults_print_as_kafka() {
         ("local.retention.bytes", "-2"),
         ("local.retention.ms", "-2"),
         ("max.compaction.lag.ms", "9223372036854775807"),
+        ("max.decompressed.message.bytes", "2147483639"),
         ("max.message.bytes", "1048588"),
-        ("message.downconversion.enable", "true"),
-        ("message.format.version", "3.0-IV1"),
-        ("message.timestamp.after.max.ms", "9223372036854775807"),
+        ("message.timestamp.after.max.ms", "3600000"),
         ("message.timestamp.before.max.ms", "9223372036854775807"),
-        ("message.timestamp.difference.max.ms", "9223372036854775807"),
         ("message.timestamp.type", "CreateTime"),
         ("min.cleanable.dirty.ratio", "0.5"),
         ("min.compaction.lag.ms", "0"),
         ("min.insync.replicas", "1"),
         ("preallocate", "false"),
+        ("remote.copy.lag.bytes", "-1"),
+        ("remote.copy.lag.ms", "0"),
         ("remote.log.copy.disable", "false"),
         ("remote.log.delete.on.disable", "false"),
         ("remote.storage.enable", "false"),
@@ -1068,8 +1051,8 @@ fn describe_round_trips_through_with_overrides() {
             ("compression.type", "zstd"),
             ("compression.zstd.level", "-7"),
             ("compression.lz4.level", "12"),
-            ("message.timestamp.difference.max.ms", "1000"),
-            ("message.format.version", "0.10.2-IV0"),
+            ("message.timestamp.after.max.ms", "1000"),
+            ("remote.copy.lag.bytes", "0"),
             ("follower.replication.throttled.replicas", "0:1,,2:3"),
             ("segment.bytes", "14"),
             ("retention.ms", "-1"),
@@ -1119,59 +1102,6 @@ fn effective_segment_ms_and_jitter() {
     assert_eq!(c.segment_jitter_bound_ms(), 100);
     let c = topic(&[("segment.jitter.ms", "5000"), ("segment.ms", "1000")]).unwrap();
     assert_eq!(c.segment_jitter_bound_ms(), 1000);
-}
-
-#[test]
-fn message_format_versions() {
-    for ok in [
-        "0.8.0",
-        "0.8.2",
-        "0.9.0",
-        "0.10.0",
-        "0.10.0-IV1",
-        "0.10.2.1",
-        "0.11.0",
-        "1.0",
-        "1.1-IV0",
-        "2.0-IV1",
-        "2.8",
-        "2.8.1",
-        "3.0",
-        "3.0-IV1",
-        "3.3-IV3",
-        "3.7-IV4",
-        "3.9",
-        "3.9-IV0",
-        "4.0-IV0",
-        "4.0-IV1",
-        " 2.8 ",
-    ] {
-        let c = topic(&[("message.format.version", ok)]).unwrap_or_else(|e| panic!("{ok}: {e}"));
-        assert_eq!(c.message_format_version, ok.trim());
-    }
-    for bad in [
-        "",
-        "0.8",
-        "0.7.0",
-        "2.9",
-        "3.10",
-        "4.0",
-        "4.1",
-        "3.0-IV2",
-        "3.0-iv1",
-        "3",
-        "3.0.",
-        "v3.0",
-        "0.10.0-IV2",
-        "0.8.0-IV0",
-        "3.0-",
-        "-IV0",
-        ".",
-        "..",
-    ] {
-        let e = err_of(topic(&[("message.format.version", bad)]));
-        assert_eq!(e.key, "message.format.version", "{bad:?}");
-    }
 }
 
 #[test]
