@@ -476,6 +476,14 @@ def dynamic_broker_configs():
     except KafkaException as e:
         if e.args[0].code() != KafkaError.INVALID_REQUEST:
             fail("a static key gave %s" % e)
+    # What Kafka takes and Weir only keeps (librdkafka's own test 0081 sets a SASL key).
+    incremental(node, "sasl.kerberos.service.name", "kafka")
+    incremental(node, "log.cleaner.threads", "2")
+    mine = described(ConfigResource(ResourceType.BROKER, node))
+    if mine["log.cleaner.threads"].value != "2" or mine["sasl.kerberos.service.name"].value != "kafka":
+        fail("kept dynamic keys: %s %s" % (mine["log.cleaner.threads"], mine["sasl.kerberos.service.name"]))
+    for key in ("sasl.kerberos.service.name", "log.cleaner.threads"):
+        incremental(node, key, "", AlterConfigOpType.DELETE)
     check_dynamic_broker_configs()
 
 

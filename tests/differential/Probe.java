@@ -96,6 +96,7 @@ public class Probe {
         s.put("configs/broker-keys", Configs::brokerKeys);
         s.put("configs/broker-retention-synonyms", Configs::retentionSynonyms);
         s.put("configs/topic-keys", Configs::topicKeys);
+        s.put("configs/broker-dynamic-alter", Configs::dynamicAlter);
         s.put("offsets/max-timestamp-one-batch", () -> maxTimestamp("d-maxts-one", true, Map.of(), 10, Map.of()));
         s.put("offsets/max-timestamp-batches", () -> maxTimestamp("d-maxts-many", false, Map.of(), 10, Map.of()));
         s.put("offsets/max-timestamp-lz4-batch", () -> maxTimestamp("d-maxts-lz4", true,
@@ -156,6 +157,73 @@ public class Probe {
                 if (!e.name().startsWith("log.retention.") && !e.name().startsWith("log.roll.")) continue;
                 m.put(e.name(), e.value() + " " + e.source() + " " + e.synonyms().stream()
                     .map(x -> x.name() + "=" + x.value() + "/" + x.source()).collect(Collectors.toList()));
+            }
+            return m;
+        }
+
+        static final List<String[]> DYNAMIC_TRIES = List.of(
+            new String[] {"log.cleaner.threads", "2"},
+            new String[] {"log.cleaner.threads", "-1"},
+            new String[] {"log.cleaner.io.buffer.size", "1048576"},
+            new String[] {"num.io.threads", "9"},
+            new String[] {"num.network.threads", "4"},
+            new String[] {"max.connections", "1000"},
+            new String[] {"max.connections.per.ip", "500"},
+            new String[] {"log.retention.ms", "3600000"},
+            new String[] {"log.retention.ms", "soon"},
+            new String[] {"message.max.bytes", "2000000"},
+            new String[] {"compression.gzip.level", "0"},
+            new String[] {"log.cleanup.policy", "compact,keep"},
+            new String[] {"sasl.kerberos.service.name", "kafka"},
+            new String[] {"sasl.kerberos.min.time.before.relogin", "60000"},
+            new String[] {"listener.name.plaintext.sasl.kerberos.service.name", "kafka"},
+            new String[] {"ssl.keystore.location", "/nonexistent.jks"},
+            new String[] {"num.partitions", "3"},
+            new String[] {"broker.id", "7"},
+            new String[] {"weir.differential.unknown", "kept"});
+
+        static Map<String, Object> dynamicAlter() throws Exception {
+            Map<String, Object> m = new TreeMap<>();
+            ConfigResource mine = broker();
+            ConfigResource cluster = new ConfigResource(ConfigResource.Type.BROKER, "");
+            for (ConfigResource r : List.of(mine, cluster)) {
+                String where = r.name().isEmpty() ? "cluster" : "broker";
+                for (String[] t : DYNAMIC_TRIES) {
+                    var op = List.of(new AlterConfigOp(new ConfigEntry(t[0], t[1]), AlterConfigOp.OpType.SET));
+                    m.put(where + " " + t[0] + "=" + t[1], outcome(() ->
+                        admin.incrementalAlterConfigs(Map.of(r, op)).all().get()));
+                }
+            }
+            // What stuck, as this broker describes it.
+            Set<String> tried = new HashSet<>();
+            for (String[] t : DYNAMIC_TRIES) tried.add(t[0]);
+            long deadline = System.currentTimeMillis() + WAIT.toMillis();
+            Map<String, Object> seen = new TreeMap<>();
+            // Kafka applies a change once its metadata log reaches the broker: wait for it.
+            while (System.currentTimeMillis() < deadline) {
+                seen.clear();
+                for (ConfigEntry e : describe(mine)) {
+                    if (!tried.contains(e.name())) continue;
+                    seen.put("described " + e.name(), (e.isSensitive() ? null : e.value()) + " " + e.source());
+                }
+                if (String.valueOf(seen.get("described log.cleaner.threads")).startsWith("2 ")) break;
+                Thread.sleep(200);
+            }
+            m.putAll(seen);
+            Map<String, Object> defaults = new TreeMap<>();
+            for (ConfigEntry e : describe(cluster)) defaults.put(e.name(), e.value() + " " + e.source());
+            m.put("cluster default", defaults);
+            // Put everything back, so later scenarios see a broker as started.
+            for (ConfigResource r : List.of(mine, cluster)) {
+                List<AlterConfigOp> ops = new ArrayList<>();
+                for (String k : tried) ops.add(new AlterConfigOp(new ConfigEntry(k, ""), AlterConfigOp.OpType.DELETE));
+                for (AlterConfigOp op : ops) {
+                    try {
+                        admin.incrementalAlterConfigs(Map.of(r, List.of(op))).all().get();
+                    } catch (ExecutionException ignored) {
+                        // A key that could not be set cannot be deleted either.
+                    }
+                }
             }
             return m;
         }

@@ -26,7 +26,8 @@ sys.path.insert(0, here)
 from kafka_broker import KafkaCluster, free_port  # noqa: E402
 
 # The same settings on both sides, where a test wants other than the default.
-COMMON_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
+# Kafka's server.properties (kafka_broker.py) names its node: Weir's, though it needs none, too.
+COMMON_OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "node.id": "1"}
 PROBE_TIMEOUT_S = 600
 WEIR_START_TIMEOUT_S = 60
 

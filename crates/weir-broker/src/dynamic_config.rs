@@ -5,11 +5,14 @@
 //! in a cluster, in its metadata (`config/brokers/<id>` and `config/brokers/<default>`),
 //! where every broker sees them.
 //!
-//! The keys Weir takes dynamically are the log defaults (`log.retention.ms`,
-//! `log.segment.bytes`, `log.cleanup.policy`, `message.max.bytes`, ... — Kafka's
-//! DynamicLogConfig): a change re-resolves every topic's config that has no override of its
-//! own. Any other key is refused with INVALID_REQUEST, naming it, so nothing is silently
-//! kept that would not apply.
+//! Weir takes what Kafka 4.4 takes (its dynamically reconfigurable keys, per listener where
+//! Kafka wants a listener prefix, and keys it does not know, which are kept) and refuses
+//! what Kafka refuses, with Kafka's INVALID_REQUEST and wording. The log defaults
+//! (`log.retention.ms`, `log.segment.bytes`, `log.cleanup.policy`, `message.max.bytes`, ...
+//! — Kafka's DynamicLogConfig) apply at once: a change re-resolves every topic's config that
+//! has no override of its own. The other keys are kept and described as set, and do not
+//! change what Weir does (DescribeConfigs' documentation of each key says which Weir acts
+//! on).
 //!
 //! Precedence is Kafka's: this broker's dynamic value, then the cluster-wide dynamic
 //! default, then server.properties, then Kafka's default; within the merged set, a key's
@@ -22,6 +25,8 @@ use std::sync::{Arc, RwLock};
 use serde::{Deserialize, Serialize};
 use weir_kafka::{ApiError, ErrorCode as E};
 use weir_log::LogConfig;
+
+use crate::kafka_configs::{self, UpdateMode};
 
 pub const FILE: &str = "weir-broker-configs.json";
 
@@ -59,7 +64,7 @@ impl Sets {
     }
 }
 
-/// Whether Weir applies `key` without a restart.
+/// Whether Weir applies `key` at once when it is set dynamically: the log defaults.
 pub fn is_dynamic(key: &str) -> bool {
     LogConfig::broker_keys().contains(&key)
 }
@@ -156,23 +161,7 @@ impl DynamicConfigs {
         validate_only: bool,
         prepare: impl FnOnce(&Arc<LogConfig>) -> Result<T, ApiError>,
     ) -> Result<Option<T>, ApiError> {
-        let not_dynamic: Vec<&str> = set
-            .keys()
-            .map(String::as_str)
-            .filter(|k| !is_dynamic(k))
-            .collect();
-        if !not_dynamic.is_empty() {
-            return Err(ApiError::new(
-                E::InvalidRequest,
-                format!(
-                    "cannot update these configs dynamically: {} (Weir changes the log \
-                     defaults without a restart, such as log.retention.ms and \
-                     message.max.bytes; set the others in server.properties or with \
-                     --override and restart)",
-                    not_dynamic.join(", ")
-                ),
-            ));
-        }
+        check(scope, &set)?;
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
         let mut sets = state.0.clone();
         match scope {
@@ -192,6 +181,65 @@ impl DynamicConfigs {
         *state = (sets, defaults);
         Ok(Some(prepared))
     }
+}
+
+/// Refuses a set as Kafka's broker does (DynamicBrokerConfig's validation), all with
+/// INVALID_REQUEST: a key Kafka cannot change while running; a TLS key without its listener
+/// prefix; a value Kafka's own definition of the key refuses; at the cluster-wide default, a
+/// key Kafka takes only per broker (listener keys among them). Keys Kafka does not know are
+/// taken and kept, as Kafka keeps them.
+fn check(scope: Scope, set: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    let refuse = |why: &str, keys: Vec<&str>| -> Result<(), ApiError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            E::InvalidRequest,
+            format!("{why}: [{}]", keys.join(", ")),
+        ))
+    };
+    let known = |k: &str| kafka_configs::key(k);
+    refuse(
+        "Cannot update these configs dynamically",
+        set.keys()
+            .map(String::as_str)
+            .filter(|k| known(k).is_some_and(|d| d.mode == UpdateMode::ReadOnly))
+            .collect(),
+    )?;
+    refuse(
+        "These security configs can be dynamically updated only per-listener using the \
+         listener prefix",
+        set.keys()
+            .map(String::as_str)
+            .filter(|k| known(k).is_some_and(|d| d.listener_only))
+            .collect(),
+    )?;
+    for (k, v) in set {
+        if let Some(d) = known(listener_base(k).unwrap_or(k)) {
+            d.check(v)
+                .map_err(|e| ApiError::new(E::InvalidRequest, e))?;
+        }
+    }
+    if scope == Scope::ClusterDefault {
+        refuse(
+            "Cannot update these configs at default cluster level, broker id must be specified",
+            set.keys()
+                .map(String::as_str)
+                .filter(|k| {
+                    listener_base(k).is_some()
+                        || known(k).is_some_and(|d| d.mode == UpdateMode::PerBroker)
+                })
+                .collect(),
+        )?;
+    }
+    Ok(())
+}
+
+/// The key a listener's own setting overrides: `ssl.keystore.location` for
+/// `listener.name.internal.ssl.keystore.location`.
+pub fn listener_base(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix("listener.name.")?;
+    rest.split_once('.').map(|(_, base)| base)
 }
 
 /// The log defaults `sets` make over `static_props`. A bad value is INVALID_REQUEST, as
@@ -266,29 +314,76 @@ mod tests {
     }
 
     #[test]
-    fn keys_weir_cannot_change_live_and_bad_values_are_refused_and_change_nothing() {
+    fn what_kafka_refuses_is_refused_and_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let d = DynamicConfigs::load(dir.path(), &BTreeMap::new()).unwrap();
-        let e = d
-            .replace(Scope::Broker, props(&[("num.partitions", "3")]), false, ok)
-            .unwrap_err();
-        assert_eq!(e.code, E::InvalidRequest.code());
-        assert!(e.message.contains("num.partitions"), "{}", e.message);
-        let e = d
-            .replace(
-                Scope::Broker,
-                props(&[("log.retention.ms", "soon")]),
-                false,
-                ok,
-            )
-            .unwrap_err();
-        assert_eq!(e.code, E::InvalidRequest.code());
+        let refused = |scope, key: &str, value: &str| {
+            let e = d
+                .replace(scope, props(&[(key, value)]), false, ok)
+                .unwrap_err();
+            assert_eq!(e.code, E::InvalidRequest.code(), "{key}={value}");
+            e.message
+        };
+        // Read-only in Kafka.
+        assert!(refused(Scope::Broker, "num.partitions", "3").contains("[num.partitions]"));
+        // Kafka's own validators, for log defaults and the keys Weir only keeps alike.
+        assert!(refused(Scope::Broker, "log.retention.ms", "soon").contains("LONG"));
+        assert!(refused(Scope::Broker, "log.cleaner.threads", "-1").contains("at least 0"));
+        // TLS keys only per listener; per-broker keys not as the cluster default.
+        assert!(refused(Scope::Broker, "ssl.keystore.location", "/k.jks").contains("per-listener"));
+        assert!(
+            refused(Scope::ClusterDefault, "sasl.kerberos.service.name", "kafka")
+                .contains("broker id must be specified")
+        );
+        assert!(refused(
+            Scope::ClusterDefault,
+            "listener.name.sasl_ssl.ssl.keystore.location",
+            "/k.jks"
+        )
+        .contains("broker id must be specified"));
+        // A bad value is refused even where another scope's value would hide it.
+        d.replace(
+            Scope::Broker,
+            props(&[("log.retention.ms", "5")]),
+            false,
+            ok,
+        )
+        .unwrap();
+        refused(Scope::ClusterDefault, "log.retention.ms", "soon");
+        d.replace(Scope::Broker, BTreeMap::new(), false, ok)
+            .unwrap();
         // Validation only: checked, not kept.
         let none = d
             .replace(Scope::Broker, props(&[("log.retention.ms", "5")]), true, ok)
             .unwrap();
         assert!(none.is_none());
         assert_eq!(d.sets(), Sets::default());
-        assert!(!dir.path().join(FILE).exists());
+    }
+
+    #[test]
+    fn what_kafka_takes_is_kept_and_only_log_defaults_change_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = DynamicConfigs::load(dir.path(), &BTreeMap::new()).unwrap();
+        let before = d.log_defaults();
+        let set = props(&[
+            ("log.cleaner.threads", "2"),
+            ("max.connections", "1000"),
+            ("sasl.kerberos.service.name", "kafka"),
+            ("listener.name.sasl_ssl.ssl.keystore.location", "/k.jks"),
+            ("not.a.kafka.key", "kept"),
+        ]);
+        let made = d.replace(Scope::Broker, set.clone(), false, ok).unwrap();
+        assert!(made.is_some());
+        assert_eq!(d.log_defaults(), before);
+        let again = DynamicConfigs::load(dir.path(), &BTreeMap::new()).unwrap();
+        assert_eq!(again.sets().broker, set);
+        // Cluster-wide keys (and unknown ones) are taken as the cluster default too.
+        d.replace(
+            Scope::ClusterDefault,
+            props(&[("num.io.threads", "9"), ("not.a.kafka.key", "x")]),
+            false,
+            ok,
+        )
+        .unwrap();
     }
 }

@@ -16,11 +16,16 @@ pub enum UpdateMode {
 }
 
 /// One key of Kafka's broker configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct KafkaKey {
     pub name: &'static str,
     pub config_type: ConfigType,
     pub mode: UpdateMode,
+    /// Kafka changes it dynamically only per listener (`listener.name.<l>.ssl.keystore...`):
+    /// its TLS keys.
+    pub listener_only: bool,
+    /// What Kafka's ConfigDef lets the key be.
+    pub validator: Validator,
     /// Kafka's default as Kafka prints it; `None` where Kafka has none.
     pub default: Option<&'static str>,
 }
@@ -38,7 +43,7 @@ pub fn keys() -> &'static [KafkaKey] {
                 let f: Vec<&'static str> = line.split('\t').collect();
                 // The table is generated: a malformed row is a defect of this build.
                 assert!(
-                    f.len() == 4,
+                    f.len() == 6,
                     "kafka_broker_configs.tsv: malformed row '{line}'"
                 );
                 KafkaKey {
@@ -50,7 +55,9 @@ pub fn keys() -> &'static [KafkaKey] {
                         "cluster-wide" => UpdateMode::ClusterWide,
                         m => panic!("kafka_broker_configs.tsv: unknown update mode '{m}'"),
                     },
-                    default: (f[3] != "<null>").then_some(f[3]),
+                    listener_only: f[3] == "yes",
+                    validator: Validator::parse(f[4]),
+                    default: (f[5] != "<null>").then_some(f[5]),
                 }
             })
             .collect();
@@ -68,6 +75,166 @@ pub fn key(name: &str) -> Option<&'static KafkaKey> {
     keys.binary_search_by(|k| k.name.cmp(name))
         .ok()
         .map(|i| &keys[i])
+}
+
+/// A key's ConfigDef validator, read from how Kafka prints it. The forms Weir checks are the
+/// ones Kafka's broker keys use: ranges (`[1,...]`, `[0,...,500]`, `[1,...,9] or -1`), fixed
+/// choices (`[compact, delete]`, case-insensitively when Kafka says so) and non-empty values.
+/// A validator in any other form is Kafka's own code (a class name's, say), which Weir leaves
+/// unchecked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Validator {
+    None,
+    Range {
+        min: Option<f64>,
+        max: Option<f64>,
+        /// A value allowed outside the range.
+        or: Option<f64>,
+    },
+    OneOf {
+        choices: Vec<&'static str>,
+        case_insensitive: bool,
+    },
+    NonEmpty,
+}
+
+impl Validator {
+    fn parse(text: &'static str) -> Validator {
+        let (text, case_insensitive) = match text.strip_prefix("(case insensitive) ") {
+            Some(rest) => (rest, true),
+            None => (text, false),
+        };
+        if matches!(
+            text,
+            "non-empty string" | "non-empty list" | "non-null string"
+        ) {
+            return Validator::NonEmpty;
+        }
+        let (text, or) = match text.split_once("] or ") {
+            Some((range, or)) => (&text[..range.len() + 1], or.parse().ok()),
+            None => (text, None),
+        };
+        let Some(inner) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) else {
+            return Validator::None;
+        };
+        let parts: Vec<&str> = inner.split(",...").collect();
+        if parts.len() == 2 {
+            let bound = |p: &str| p.trim_start_matches(',').parse::<f64>().ok();
+            return Validator::Range {
+                min: bound(parts[0]),
+                max: bound(parts[1]),
+                or,
+            };
+        }
+        if inner.is_empty() {
+            return Validator::None;
+        }
+        Validator::OneOf {
+            choices: inner.split(", ").collect(),
+            case_insensitive,
+        }
+    }
+}
+
+impl KafkaKey {
+    /// Checks `value` as Kafka's ConfigDef parses and validates it for this key, with
+    /// Kafka's wording of what is wrong.
+    pub fn check(&self, value: &str) -> Result<(), String> {
+        let bad = |why: &str| {
+            format!(
+                "Invalid value {value} for configuration {}: {why}",
+                self.name
+            )
+        };
+        let v = value.trim();
+        let number: Option<f64> = match self.config_type {
+            ConfigType::Int => Some(
+                v.parse::<i32>()
+                    .map_err(|_| bad("Not a number of type INT"))?
+                    .into(),
+            ),
+            ConfigType::Short => Some(
+                v.parse::<i16>()
+                    .map_err(|_| bad("Not a number of type SHORT"))?
+                    .into(),
+            ),
+            ConfigType::Long => Some(
+                v.parse::<i64>()
+                    .map_err(|_| bad("Not a number of type LONG"))? as f64,
+            ),
+            ConfigType::Double => Some(
+                v.parse::<f64>()
+                    .map_err(|_| bad("Not a number of type DOUBLE"))?,
+            ),
+            ConfigType::Boolean => {
+                if !v.eq_ignore_ascii_case("true") && !v.eq_ignore_ascii_case("false") {
+                    return Err(bad("Expected value to be either true or false"));
+                }
+                None
+            }
+            _ => None,
+        };
+        match &self.validator {
+            Validator::None => Ok(()),
+            Validator::Range { min, max, or } => {
+                let Some(n) = number else { return Ok(()) };
+                if Some(n) == *or {
+                    return Ok(());
+                }
+                if let (Some(lo), Some(hi), Some(or)) = (min, max, or) {
+                    if n < *lo || n > *hi {
+                        return Err(bad(&format!(
+                            "Value must be between {lo} and {hi} or equal to {or}"
+                        )));
+                    }
+                }
+                if min.is_some_and(|m| n < m) {
+                    return Err(bad(&format!(
+                        "Value must be at least {}",
+                        min.unwrap_or_default()
+                    )));
+                }
+                if max.is_some_and(|m| n > m) {
+                    return Err(bad(&format!(
+                        "Value must be no more than {}",
+                        max.unwrap_or_default()
+                    )));
+                }
+                Ok(())
+            }
+            Validator::OneOf {
+                choices,
+                case_insensitive,
+            } => {
+                let allowed = |item: &str| {
+                    choices.iter().any(|c| {
+                        if *case_insensitive {
+                            c.eq_ignore_ascii_case(item)
+                        } else {
+                            *c == item
+                        }
+                    })
+                };
+                let items: Vec<&str> = if self.config_type == ConfigType::List {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|i| !i.is_empty())
+                        .collect()
+                } else {
+                    vec![v]
+                };
+                match items.iter().find(|i| !allowed(i)) {
+                    Some(_) => Err(bad(&format!(
+                        "String must be one of: {}",
+                        choices.join(", ")
+                    ))),
+                    None => Ok(()),
+                }
+            }
+            Validator::NonEmpty if v.is_empty() => Err(bad("must be non-empty")),
+            Validator::NonEmpty => Ok(()),
+        }
+    }
 }
 
 fn config_type(name: &str) -> ConfigType {
@@ -168,7 +335,16 @@ pub fn honoured(name: &str) -> bool {
 /// DescribeConfigs' documentation of broker key `name`, in Weir's words: what Kafka's key
 /// is for is Kafka's documentation; this says whether Weir acts on it.
 pub fn documentation(name: &str) -> String {
-    if honoured(name) {
+    if crate::dynamic_config::is_dynamic(name) {
+        format!(
+            "Kafka's {name}: Weir honours it as Kafka does, and applies a dynamic value at once."
+        )
+    } else if honoured(name) && key(name).is_some_and(|k| k.mode != UpdateMode::ReadOnly) {
+        format!(
+            "Kafka's {name}: Weir honours it as set at start (server.properties, --override); \
+             a dynamic value is kept and described, and does not change what Weir does."
+        )
+    } else if honoured(name) {
         format!("Kafka's {name}: Weir honours it as Kafka does.")
     } else {
         format!(
@@ -197,6 +373,18 @@ mod tests {
             key("log.message.format.version").is_none(),
             "removed in Kafka 4"
         );
+        let cleaner = key("log.cleaner.threads").unwrap();
+        assert!(cleaner.check("2").is_ok());
+        assert!(cleaner.check("-1").unwrap_err().contains("at least 0"));
+        assert!(cleaner.check("two").unwrap_err().contains("INT"));
+        let level = key("compression.zstd.level").unwrap();
+        assert!(level.check("-131072").is_ok() && level.check("23").is_err());
+        let gzip = key("compression.gzip.level").unwrap();
+        assert!(gzip.check("-1").is_ok() && gzip.check("9").is_ok() && gzip.check("0").is_err());
+        let policy = key("log.cleanup.policy").unwrap();
+        assert!(policy.check("compact,delete").is_ok() && policy.check("compact,keep").is_err());
+        assert!(key("ssl.keystore.location").unwrap().listener_only);
+        assert!(!key("sasl.kerberos.service.name").unwrap().listener_only);
         for name in HONOURED {
             assert!(key(name).is_some(), "{name} is not a Kafka 4.4 broker key");
         }

@@ -758,6 +758,19 @@ fn broker_config_entries(broker: &Broker, scope: Scope, synonyms: bool) -> Vec<C
     // Every value a key has, most binding first: this broker's dynamic config, the
     // cluster-wide dynamic default, server.properties, and the default (Weir's own value,
     // or Kafka's default).
+    // As Kafka: `node.id` and `broker.id` are one setting, given in server.properties by
+    // either name.
+    let static_value = |name: &str| {
+        let alias = match name {
+            "broker.id" => Some("node.id"),
+            "node.id" => Some("broker.id"),
+            _ => None,
+        };
+        props
+            .get(name)
+            .or_else(|| alias.and_then(|a| props.get(a)))
+            .cloned()
+    };
     let layers = |name: &str| -> Vec<(Option<String>, ConfigSource)> {
         let default = weir
             .get(name)
@@ -769,7 +782,7 @@ fn broker_config_entries(broker: &Broker, scope: Scope, synonyms: bool) -> Vec<C
                 sets.cluster_default.get(name).cloned(),
                 ConfigSource::DynamicDefaultBroker,
             ),
-            (props.get(name).cloned(), ConfigSource::StaticBroker),
+            (static_value(name), ConfigSource::StaticBroker),
             (default, ConfigSource::Default),
         ]
         .into_iter()
@@ -803,8 +816,15 @@ fn broker_config_entries(broker: &Broker, scope: Scope, synonyms: bool) -> Vec<C
                     .cloned()
                     .unwrap_or((None, ConfigSource::Default)),
             };
-            // As Kafka: secrets (a PEM private key, passwords) are never shown.
+            // As Kafka: secrets (a PEM private key, passwords) are never shown, nor the value
+            // of a key set dynamically that neither Kafka nor Weir knows (its type is
+            // unknown, so it may be a secret).
+            let kafka =
+                kafka.or_else(|| dynamic_config::listener_base(&name).and_then(kafka_configs::key));
+            let unknown =
+                kafka.is_none() && !props.contains_key(&name) && !weir.contains_key(&name);
             let sensitive = weir_security::tls::is_sensitive(&name)
+                || unknown
                 || kafka.is_some_and(|k| k.config_type == ConfigType::Password);
             let mut entry = ConfigEntry {
                 value: if sensitive { None } else { value },
