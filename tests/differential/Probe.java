@@ -97,6 +97,7 @@ public class Probe {
         s.put("configs/broker-retention-synonyms", Configs::retentionSynonyms);
         s.put("configs/topic-keys", Configs::topicKeys);
         s.put("configs/broker-dynamic-alter", Configs::dynamicAlter);
+        s.put("configs/broker-loggers", Configs::brokerLoggers);
         s.put("offsets/max-timestamp-one-batch", () -> maxTimestamp("d-maxts-one", true, Map.of(), 10, Map.of()));
         s.put("offsets/max-timestamp-batches", () -> maxTimestamp("d-maxts-many", false, Map.of(), 10, Map.of()));
         s.put("offsets/max-timestamp-lz4-batch", () -> maxTimestamp("d-maxts-lz4", true,
@@ -226,6 +227,47 @@ public class Probe {
                 }
             }
             return m;
+        }
+
+        /** kafka-configs --entity-type broker-loggers: the loggers (names are each broker's
+         *  own: Kafka's log4j classes, Weir's crates), their levels, and what is refused. */
+        static Map<String, Object> brokerLoggers() throws Exception {
+            Map<String, Object> m = new TreeMap<>();
+            ConfigResource r = new ConfigResource(ConfigResource.Type.BROKER_LOGGER, broker().name());
+            Map<String, ConfigEntry> before = new TreeMap<>();
+            for (ConfigEntry e : describe(r)) before.put(e.name(), e);
+            Set<String> sources = new TreeSet<>();
+            for (ConfigEntry e : before.values()) sources.add(e.source() + (e.isReadOnly() ? " read-only" : ""));
+            m.put("sources", sources);
+            m.put("root listed", before.containsKey("root"));
+            String rootLevel = before.get("root").value();
+            String other = before.keySet().stream().filter(n -> !n.equals("root")).findFirst().orElseThrow();
+            Map<String, List<AlterConfigOp>> tries = new LinkedHashMap<>();
+            tries.put("set root DEBUG", List.of(op("root", "DEBUG", AlterConfigOp.OpType.SET)));
+            tries.put("set a logger TRACE", List.of(op(other, "TRACE", AlterConfigOp.OpType.SET)));
+            tries.put("set an unknown logger", List.of(op("no.such.logger", "DEBUG", AlterConfigOp.OpType.SET)));
+            tries.put("set a bad level", List.of(op("root", "LOUD", AlterConfigOp.OpType.SET)));
+            tries.put("set a lower-case level", List.of(op("root", "debug", AlterConfigOp.OpType.SET)));
+            tries.put("delete root", List.of(op("root", null, AlterConfigOp.OpType.DELETE)));
+            tries.put("append to root", List.of(op("root", "DEBUG", AlterConfigOp.OpType.APPEND)));
+            for (var t : tries.entrySet()) {
+                m.put(t.getKey(), outcome(() -> admin.incrementalAlterConfigs(Map.of(r, t.getValue())).all().get()));
+            }
+            Map<String, String> after = new TreeMap<>();
+            for (ConfigEntry e : describe(r)) after.put(e.name(), e.value());
+            m.put("root after", after.get("root"));
+            m.put("logger after", after.get(other));
+            m.put("delete a logger", outcome(() -> admin.incrementalAlterConfigs(Map.of(r,
+                List.of(op(other, null, AlterConfigOp.OpType.DELETE)))).all().get()));
+            for (ConfigEntry e : describe(r)) after.put(e.name(), e.value());
+            m.put("logger after delete is root's", after.get(other).equals(after.get("root")));
+            m.put("restore root", outcome(() -> admin.incrementalAlterConfigs(Map.of(r,
+                List.of(op("root", rootLevel, AlterConfigOp.OpType.SET)))).all().get()));
+            return m;
+        }
+
+        static AlterConfigOp op(String name, String value, AlterConfigOp.OpType type) {
+            return new AlterConfigOp(new ConfigEntry(name, value), type);
         }
 
         static Map<String, Object> topicKeys() throws Exception {

@@ -45,6 +45,7 @@ pub mod descriptors;
 pub mod dynamic_config;
 pub mod kafka_configs;
 pub mod kafka_import;
+pub mod log_levels;
 pub mod memory;
 pub mod metrics;
 pub mod mutation_quota;

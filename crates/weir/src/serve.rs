@@ -26,15 +26,38 @@ pub struct Args {
     metrics: Option<SocketAddr>,
 }
 
+/// Logs to stdout, filtered by RUST_LOG (info by default); the filter is reloadable, so
+/// `kafka-configs --entity-type broker-loggers` changes levels while the broker runs.
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{reload, EnvFilter};
+    let (directives, filter) = match std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|d| EnvFilter::try_new(&d).ok().map(|f| (d, f)))
+    {
+        Some(found) => found,
+        None => ("info".to_string(), EnvFilter::new("info")),
+    };
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(ansi)
+    let (filter, handle) = reload::Layer::new(filter);
+    let installed = tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_target(false)
+                .with_ansi(ansi),
+        )
         .try_init();
+    if installed.is_ok() {
+        weir_broker::log_levels::install(
+            &directives,
+            Box::new(move |d| {
+                let filter = EnvFilter::try_new(d).map_err(|e| e.to_string())?;
+                handle.reload(filter).map_err(|e| e.to_string())
+            }),
+        );
+    }
 }
 
 pub fn run(args: Args) -> ExitCode {

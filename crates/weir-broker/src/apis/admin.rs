@@ -34,13 +34,14 @@ use weir_log::LogConfig;
 
 use crate::broker::{Broker, NewTopic};
 use crate::dynamic_config::{self, Scope};
-use crate::kafka_configs;
 use crate::mutation_quota::Limit;
 use crate::request::RequestContext;
 use crate::topics::Topic;
+use crate::{kafka_configs, log_levels};
 
 const RESOURCE_TOPIC: i8 = ConfigResourceType::Topic.code();
 const RESOURCE_BROKER: i8 = ConfigResourceType::Broker.code();
+const RESOURCE_BROKER_LOGGER: i8 = ConfigResourceType::BrokerLogger.code();
 
 fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
@@ -734,10 +735,30 @@ pub fn describe_configs(
                         .collect();
                 }
             },
+            RESOURCE_BROKER_LOGGER => match logger_broker(broker, &res.resource_name) {
+                Err(e) => {
+                    r.error_code = e.code;
+                    r.error_message = Some(s(e.message));
+                }
+                Ok(()) => {
+                    r.configs = log_levels::describe()
+                        .into_iter()
+                        .filter(|(name, _)| keep(name))
+                        .map(|(name, level)| {
+                            let mut c = DescribeConfigsResourceResult::default();
+                            c.name = s(name);
+                            c.value = Some(s(level));
+                            c.config_source = ConfigSource::DynamicBrokerLogger.code();
+                            c
+                        })
+                        .collect();
+                }
+            },
             other => {
                 r.error_code = E::InvalidRequest.code();
                 r.error_message = Some(s(format!(
-                    "resource type {other} is not supported: topics (2) and brokers (4) are"
+                    "resource type {other} is not supported: topics (2), brokers (4) and \
+                     broker loggers (8) are"
                 )));
             }
         }
@@ -973,10 +994,12 @@ fn config_access(
                 ),
             ))
         }
-        RESOURCE_BROKER if !broker.allowed_on_cluster(ctx, op) => Err(ApiError::new(
-            E::ClusterAuthorizationFailed,
-            format!("{} may not {verb} the broker's settings", ctx.principal),
-        )),
+        RESOURCE_BROKER | RESOURCE_BROKER_LOGGER if !broker.allowed_on_cluster(ctx, op) => {
+            Err(ApiError::new(
+                E::ClusterAuthorizationFailed,
+                format!("{} may not {verb} the broker's settings", ctx.principal),
+            ))
+        }
         _ => Ok(()),
     }
 }
@@ -1098,6 +1121,33 @@ pub fn incremental_alter_configs(
                 )?;
                 super::off_worker(|| broker.set_broker_configs(scope, set, req.validate_only))
             })(),
+            RESOURCE_BROKER_LOGGER => (|| {
+                logger_broker(broker, &res.resource_name)?;
+                const SET: i8 = AlterConfigOpType::Set.code();
+                const DELETE: i8 = AlterConfigOpType::Delete.code();
+                let mut changes = Vec::new();
+                for c in &res.configs {
+                    let level = match c.config_operation {
+                        SET => Some(c.value.as_ref().map_or_else(String::new, |v| v.to_string())),
+                        DELETE => None,
+                        op => {
+                            return Err(ApiError::new(
+                                E::InvalidRequest,
+                                format!(
+                                    "operation {op} is not allowed for the BROKER_LOGGER \
+                                     resource: SET (0) and DELETE (1) are"
+                                ),
+                            ))
+                        }
+                    };
+                    changes.push((c.name.to_string(), level));
+                }
+                if req.validate_only {
+                    log_levels::check(&changes)
+                } else {
+                    log_levels::change(&changes)
+                }
+            })(),
             other => Err(ApiError::new(
                 E::InvalidRequest,
                 format!("resource type {other} cannot be altered"),
@@ -1110,6 +1160,25 @@ pub fn incremental_alter_configs(
         resp.responses.push(r);
     }
     resp
+}
+
+/// A BROKER_LOGGER resource names a broker by its id, and a broker answers only for its
+/// own loggers, as in Kafka.
+fn logger_broker(broker: &Broker, name: &str) -> Result<(), ApiError> {
+    let me = broker.config.node_id.to_string();
+    if name.is_empty() {
+        return Err(ApiError::new(
+            E::InvalidRequest,
+            "Broker id must not be empty",
+        ));
+    }
+    if name != me {
+        return Err(ApiError::new(
+            E::InvalidRequest,
+            format!("Unexpected broker id, expected {me} but received {name}"),
+        ));
+    }
+    Ok(())
 }
 
 /// IncrementalAlterConfigs' operations applied to a set of configs: SET and DELETE a key,
