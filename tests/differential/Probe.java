@@ -98,6 +98,7 @@ public class Probe {
         s.put("configs/topic-keys", Configs::topicKeys);
         s.put("configs/broker-dynamic-alter", Configs::dynamicAlter);
         s.put("configs/broker-loggers", Configs::brokerLoggers);
+        s.put("quotas/ip", Probe::ipQuotas);
         s.put("offsets/max-timestamp-one-batch", () -> maxTimestamp("d-maxts-one", true, Map.of(), 10, Map.of()));
         s.put("offsets/max-timestamp-batches", () -> maxTimestamp("d-maxts-many", false, Map.of(), 10, Map.of()));
         s.put("offsets/max-timestamp-lz4-batch", () -> maxTimestamp("d-maxts-lz4", true,
@@ -428,6 +429,66 @@ public class Probe {
                 .forEach((e, q) -> m.put(e.toString(), new TreeMap<>(q)));
             return m;
         }
+    }
+
+    /** kafka-configs --entity-type ips: what AlterClientQuotas takes for an IP entity, and
+     *  how DescribeClientQuotas filters it. */
+    static Map<String, Object> ipQuotas() throws Exception {
+        Map<String, Object> m = new TreeMap<>();
+        var ip = new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of("ip", "192.0.2.7"));
+        var defaultIp = new org.apache.kafka.common.quota.ClientQuotaEntity(Collections.singletonMap("ip", null));
+        var user = new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of("user", "alice"));
+        var both = new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of("ip", "192.0.2.7", "user", "alice"));
+        var bad = new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of("ip", "not-an-ip"));
+        Map<String, Object[]> tries = new LinkedHashMap<>();
+        tries.put("ip rate 10", new Object[] {ip, "connection_creation_rate", 10.0});
+        tries.put("default ip rate 100", new Object[] {defaultIp, "connection_creation_rate", 100.0});
+        tries.put("ip rate 0", new Object[] {ip, "connection_creation_rate", 0.0});
+        tries.put("ip rate 1.5", new Object[] {ip, "connection_creation_rate", 1.5});
+        tries.put("ip rate -1", new Object[] {ip, "connection_creation_rate", -1.0});
+        tries.put("ip byte rate", new Object[] {ip, "producer_byte_rate", 1000.0});
+        tries.put("user connection rate", new Object[] {user, "connection_creation_rate", 10.0});
+        tries.put("ip and user", new Object[] {both, "connection_creation_rate", 10.0});
+        tries.put("not an ip", new Object[] {bad, "connection_creation_rate", 10.0});
+        for (var t : tries.entrySet()) {
+            Object[] a = t.getValue();
+            var alt = new org.apache.kafka.common.quota.ClientQuotaAlteration(
+                (org.apache.kafka.common.quota.ClientQuotaEntity) a[0],
+                List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op((String) a[1], (Double) a[2])));
+            m.put(t.getKey(), outcome(() -> admin.alterClientQuotas(List.of(alt)).all().get()));
+        }
+        // Set again what the tries above left as 0 or refused, then describe.
+        for (var e : List.of(ip, defaultIp)) {
+            admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(e,
+                List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("connection_creation_rate",
+                    e == ip ? 10.0 : 100.0))))).all().get();
+        }
+        Map<String, org.apache.kafka.common.quota.ClientQuotaFilter> filters = new LinkedHashMap<>();
+        filters.put("any ip", org.apache.kafka.common.quota.ClientQuotaFilter.contains(
+            List.of(org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntityType("ip"))));
+        filters.put("this ip", org.apache.kafka.common.quota.ClientQuotaFilter.containsOnly(
+            List.of(org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntity("ip", "192.0.2.7"))));
+        filters.put("default ip", org.apache.kafka.common.quota.ClientQuotaFilter.contains(
+            List.of(org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofDefaultEntity("ip"))));
+        filters.put("ip and user", org.apache.kafka.common.quota.ClientQuotaFilter.contains(
+            List.of(org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntityType("ip"),
+                org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntityType("user"))));
+        for (var f : filters.entrySet()) {
+            try {
+                Map<String, Object> got = new TreeMap<>();
+                admin.describeClientQuotas(f.getValue()).entities().get()
+                    .forEach((e, q) -> got.put(e.entries().toString(), new TreeMap<>(q)));
+                m.put("describe " + f.getKey(), got);
+            } catch (ExecutionException e) {
+                m.put("describe " + f.getKey(), error(e));
+            }
+        }
+        for (var e : List.of(ip, defaultIp)) {
+            admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(e,
+                List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("connection_creation_rate", null)))))
+                .all().get();
+        }
+        return m;
     }
 
     // --- helpers ---------------------------------------------------------------------------

@@ -126,16 +126,14 @@ fn import_security(config: &BrokerConfig, dir: &Path, image: &KraftImage) -> Res
     if !image.quotas.is_empty() && !dir.join(weir_security::quota::QUOTAS_FILE).exists() {
         let mut changes = Vec::new();
         for (entity, values) in &image.quotas {
-            let mut e = Entity {
-                user: None,
-                client_id: None,
-            };
+            let mut e = Entity::default();
             let mut supported = true;
             for (kind, name) in entity {
                 let name = name.clone().map_or(Name::Default, Name::Named);
                 match kind.as_str() {
                     "user" => e.user = Some(name),
                     "client-id" => e.client_id = Some(name),
+                    "ip" => e.ip = Some(name),
                     _ => supported = false,
                 }
             }

@@ -240,6 +240,22 @@ impl RunningBroker {
                                     continue;
                                 }
                             };
+                            // Over its IP's connection_creation_rate quota (KIP-612):
+                            // held unserved for the throttle time, then closed, as Kafka
+                            // does. It keeps its slot meanwhile, so a flood of them is
+                            // bounded by max.connections.per.ip.
+                            let throttle =
+                                broker.quotas.record_connection(peer.ip(), weir_log::now_ms());
+                            if throttle > 0 {
+                                tracing::debug!(%peer, listener = %name, throttle_ms = throttle, "connection over its IP's connection_creation_rate: closing it after the throttle time");
+                                crate::metrics::throttled(throttle);
+                                tokio::spawn(async move {
+                                    tokio::time::sleep(Duration::from_millis(throttle.into())).await;
+                                    drop(stream);
+                                    drop(slot);
+                                });
+                                continue;
+                            }
                             let broker = broker.clone();
                             let name = name.clone();
                             let tls = tls.clone();

@@ -6,6 +6,8 @@
 pub const ENTITY_USER: &str = "user";
 /// The entity type of a client id's quotas.
 pub const ENTITY_CLIENT_ID: &str = "client-id";
+/// The entity type of an IP address's quotas (KIP-612).
+pub const ENTITY_IP: &str = "ip";
 
 /// The byte rate a producer may send at.
 pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";

@@ -35,19 +35,40 @@ use weir_kafka::quota::{
 pub const QUOTAS_FILE: &str = "weir-quotas.json";
 
 /// Kafka's other client quota keys, refused with why.
-pub const NOT_ENFORCED: &[(&str, &str)] = &[
-    (
-        REQUEST_PERCENTAGE,
-        "request-time quotas are not enforced by Weir",
-    ),
-    (
-        CONNECTION_CREATION_RATE,
-        "connection-rate quotas are not enforced by Weir",
-    ),
-];
+pub const NOT_ENFORCED: &[(&str, &str)] = &[(
+    REQUEST_PERCENTAGE,
+    "request-time quotas are not enforced by Weir",
+)];
 
-/// Checks a quota value as AlterClientQuotas takes it: a key Weir enforces, and a whole,
-/// positive number of bytes per second, or a positive rate of partition mutations.
+/// Checks a quota value as AlterClientQuotas takes it for `entity`, with Kafka's words: an
+/// IP's quota is `connection_creation_rate`, a whole number of connections per second, more
+/// than 0; a user's or client id's are byte rates (whole bytes per second, at least 1) and
+/// `controller_mutation_rate` (partitions created or deleted per second, more than 0).
+pub fn check_entry(entity: &Entity, key: &str, value: f64) -> Result<(), String> {
+    if entity.ip.is_some() {
+        if key != CONNECTION_CREATION_RATE {
+            return Err(format!(
+                "Invalid configuration key {key} (an IP's quota is {CONNECTION_CREATION_RATE})"
+            ));
+        }
+        if value.is_nan() || value <= 0.0 || !value.is_finite() {
+            return Err(format!("Quota {key} must be greater than 0"));
+        }
+        if value.fract() != 0.0 {
+            return Err(format!("{key} cannot be a fractional value."));
+        }
+        return Ok(());
+    }
+    if key == CONNECTION_CREATION_RATE {
+        return Err(format!(
+            "Invalid configuration key {key} (it is a quota of an IP, not of a user or client id)"
+        ));
+    }
+    check_value(key, value)
+}
+
+/// Checks a user's or client id's quota value: a key Weir enforces, and a whole, positive
+/// number of bytes per second, or a positive rate of partition mutations.
 pub fn check_value(key: &str, value: f64) -> Result<(), String> {
     if let Some((_, why)) = NOT_ENFORCED.iter().find(|(k, _)| *k == key) {
         return Err(format!("{key}: {why}"));
@@ -79,6 +100,8 @@ pub fn check_value(key: &str, value: f64) -> Result<(), String> {
 pub enum Kind {
     Produce,
     Fetch,
+    /// Connections opened from one address.
+    Connection,
 }
 
 impl Kind {
@@ -86,6 +109,7 @@ impl Kind {
         match self {
             Kind::Produce => PRODUCER_BYTE_RATE,
             Kind::Fetch => CONSUMER_BYTE_RATE,
+            Kind::Connection => CONNECTION_CREATION_RATE,
         }
     }
 }
@@ -97,11 +121,14 @@ pub enum Name {
     Default,
 }
 
-/// What a quota is set for: a user, a client id, or both.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// What a quota is set for: a user, a client id, or both; or else an IP address.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Entity {
     pub user: Option<Name>,
     pub client_id: Option<Name>,
+    /// An IP address (in its canonical text form), never with a user or client id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<Name>,
 }
 
 impl Entity {
@@ -109,6 +136,7 @@ impl Entity {
         Entity {
             user: user.cloned(),
             client_id: client_id.cloned(),
+            ip: None,
         }
     }
 }
@@ -121,7 +149,7 @@ struct QuotasFile {
 fn check_all(quotas: Vec<(Entity, BTreeMap<String, f64>)>) -> Result<QuotaMap, String> {
     for (entity, values) in &quotas {
         for (key, v) in values {
-            check_value(key, *v).map_err(|e| format!("{entity:?}: {e}"))?;
+            check_entry(entity, key, *v).map_err(|e| format!("{entity:?}: {e}"))?;
         }
     }
     Ok(quotas.into_iter().collect())
@@ -190,6 +218,23 @@ impl Rate {
     }
 }
 
+type RateKey = (Kind, String, String);
+
+/// The rate measured for `key`, made if it is new. Clients come and go (and a hostile one
+/// may invent client ids or addresses): rates with no sample left in the window are dropped
+/// once the map has doubled, as Kafka expires idle quota sensors.
+fn rate_of(rates: &mut HashMap<RateKey, Rate>, w: Windows, key: RateKey, now: i64) -> &mut Rate {
+    let len = rates.len();
+    if len >= 1024 && len.is_power_of_two() && !rates.contains_key(&key) {
+        rates.retain(|_, r| {
+            r.samples
+                .back()
+                .is_some_and(|(start, _)| now - start < w.samples * w.window_ms)
+        });
+    }
+    rates.entry(key).or_default()
+}
+
 /// The quotas, and each client's measured rates.
 type QuotaMap = BTreeMap<Entity, BTreeMap<String, f64>>;
 
@@ -199,7 +244,7 @@ pub struct Quotas {
     windows: Windows,
     configs: RwLock<Doc<QuotaMap>>,
     /// By (kind, user tag, client-id tag).
-    rates: Mutex<HashMap<(Kind, String, String), Rate>>,
+    rates: Mutex<HashMap<RateKey, Rate>>,
 }
 
 impl Quotas {
@@ -294,21 +339,7 @@ impl Quotas {
         };
         let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
         let w = self.windows;
-        // Clients come and go (and a hostile one may invent client ids): rates with no
-        // sample left in the window are dropped once the map has doubled, as Kafka
-        // expires idle quota sensors.
-        let len = rates.len();
-        if len >= 1024
-            && len.is_power_of_two()
-            && !rates.contains_key(&(kind, ut.clone(), ct.clone()))
-        {
-            rates.retain(|_, r| {
-                r.samples
-                    .back()
-                    .is_some_and(|(start, _)| now - start < w.samples * w.window_ms)
-            });
-        }
-        let rate = rates.entry((kind, ut, ct)).or_default();
+        let rate = rate_of(&mut rates, w, (kind, ut, ct), now);
         rate.record(w, bytes as f64, now);
         let observed = rate.value(w, now);
         if observed <= limit {
@@ -328,6 +359,40 @@ impl Quotas {
         if let Some(rate) = rates.get_mut(&(kind, ut, ct)) {
             rate.record(self.windows, -(bytes as f64), now);
         }
+    }
+
+    /// Records a connection opened from `ip` and returns how long to hold it before it is
+    /// closed unserved, in ms (0: serve it), as Kafka's IP connection-rate quota does
+    /// (KIP-612): the quota is that IP's own, else the default IP's. A throttled connection
+    /// is not counted, so a client that backs off gets in again.
+    pub fn record_connection(&self, ip: std::net::IpAddr, now: i64) -> u32 {
+        let ip = ip.to_canonical().to_string();
+        let limit = {
+            let configs = self.configs.read().unwrap_or_else(|e| e.into_inner());
+            let of = |n: Name| {
+                configs
+                    .value
+                    .get(&Entity {
+                        ip: Some(n),
+                        ..Entity::default()
+                    })
+                    .and_then(|q| q.get(CONNECTION_CREATION_RATE))
+                    .copied()
+            };
+            of(Name::Named(ip.clone())).or_else(|| of(Name::Default))
+        };
+        let Some(limit) = limit else { return 0 };
+        let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
+        let w = self.windows;
+        let rate = rate_of(&mut rates, w, (Kind::Connection, ip, String::new()), now);
+        rate.record(w, 1.0, now);
+        let observed = rate.value(w, now);
+        if observed <= limit {
+            return 0;
+        }
+        rate.record(w, -1.0, now);
+        let throttle = (observed - limit) / limit * rate.window(w, now) as f64;
+        throttle.round().clamp(1.0, i32::MAX as f64) as u32
     }
 
     /// The most a fetch may return to this client: what its quota allows over the
@@ -413,6 +478,7 @@ mod tests {
                     Entity {
                         user: u.clone(),
                         client_id: c.clone(),
+                        ip: None,
                     },
                     k.to_string(),
                     Some(*v),
@@ -539,6 +605,7 @@ mod tests {
         let e = Entity {
             user: named("alice"),
             client_id: None,
+            ip: None,
         };
         q.change(&[(e.clone(), PRODUCER_BYTE_RATE.into(), Some(1024.0))])
             .unwrap();

@@ -1,5 +1,5 @@
-//! `weir quotas`: client byte-rate quotas on any Kafka-compatible broker, as
-//! `kafka-configs --entity-type users|clients` sets and shows them.
+//! `weir quotas`: client quotas on any Kafka-compatible broker, as `kafka-configs
+//! --entity-type users|clients|ips` sets and shows them.
 
 use std::process::ExitCode;
 
@@ -14,7 +14,8 @@ pub struct Args {
     command: Command,
 }
 
-/// The entity: a user, a client id, or both; each by name or as the default.
+/// The entity: a user, a client id, or both; or an IP address; each by name or as the
+/// default.
 #[derive(clap::Args)]
 struct Who {
     /// The user (the principal's name: alice for User:alice).
@@ -29,6 +30,12 @@ struct Who {
     /// Every client id without a quota of its own.
     #[arg(long)]
     client_id_default: bool,
+    /// An IP address (its quota is connection_creation_rate).
+    #[arg(long, conflicts_with_all = ["ip_default", "user", "user_default", "client_id", "client_id_default"])]
+    ip: Option<String>,
+    /// Every IP address without a quota of its own.
+    #[arg(long, conflicts_with_all = ["user", "user_default", "client_id", "client_id_default"])]
+    ip_default: bool,
 }
 
 #[derive(clap::Subcommand)]
@@ -39,8 +46,9 @@ enum Command {
         client: ClientArgs,
         #[command(flatten)]
         who: Who,
-        /// producer_byte_rate=N or consumer_byte_rate=N, bytes per second, or
-        /// controller_mutation_rate=R, partitions created or deleted per second (repeatable).
+        /// producer_byte_rate=N or consumer_byte_rate=N, bytes per second,
+        /// controller_mutation_rate=R, partitions created or deleted per second, or for an IP
+        /// connection_creation_rate=N, connections per second (repeatable).
         #[arg(long = "add-config", value_name = "KEY=VALUE")]
         add: Vec<String>,
         /// A quota to remove (repeatable).
@@ -82,6 +90,11 @@ impl Who {
         }
         if let Some(c) = self.client_id() {
             e.push(("client-id".to_string(), c));
+        }
+        if self.ip_default {
+            e.push(("ip".to_string(), None));
+        } else if let Some(ip) = &self.ip {
+            e.push(("ip".to_string(), Some(ip.clone())));
         }
         e
     }
@@ -141,13 +154,11 @@ async fn execute(command: Command) -> Result<(), Failure> {
             Ok(())
         }
         Command::Describe { client, who, json } => {
-            let mut components = Vec::new();
-            for (t, side) in [("user", who.user()), ("client-id", who.client_id())] {
-                if let Some(side) = side {
-                    let m = side.map_or(QuotaMatch::Default, QuotaMatch::Exactly);
-                    components.push((t.to_string(), m));
-                }
-            }
+            let components: Vec<(String, QuotaMatch)> = who
+                .entity()
+                .into_iter()
+                .map(|(t, side)| (t, side.map_or(QuotaMatch::Default, QuotaMatch::Exactly)))
+                .collect();
             let strict = !components.is_empty();
             let a = admin(&client)?;
             let found = a.describe_client_quotas(&components, strict).await?;

@@ -21,11 +21,12 @@ use weir_kafka::ApiError;
 
 use crate::broker::Broker;
 use crate::request::RequestContext;
-use weir_kafka::quota::{QuotaMatch, ENTITY_CLIENT_ID, ENTITY_USER};
-use weir_security::quota::{check_value, Entity, Name};
+use weir_kafka::quota::{QuotaMatch, ENTITY_CLIENT_ID, ENTITY_IP, ENTITY_USER};
+use weir_security::quota::{check_entry, Entity, Name};
 
 const USER: &str = ENTITY_USER;
 const CLIENT_ID: &str = ENTITY_CLIENT_ID;
+const IP: &str = ENTITY_IP;
 
 fn sb(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
@@ -48,7 +49,19 @@ fn parts(e: &Entity) -> Vec<(&'static str, Option<String>)> {
     if let Some(c) = &e.client_id {
         out.push((CLIENT_ID, wire(c)));
     }
+    if let Some(i) = &e.ip {
+        out.push((IP, wire(i)));
+    }
     out
+}
+
+/// The side of `e` that entity type `t` names.
+fn side<'a>(e: &'a Entity, t: &str) -> &'a Option<Name> {
+    match t {
+        USER => &e.user,
+        CLIENT_ID => &e.client_id,
+        _ => &e.ip,
+    }
 }
 
 pub fn describe_client_quotas(
@@ -75,10 +88,10 @@ pub fn describe_client_quotas(
     let mut wanted: Vec<(&str, Option<Name>)> = Vec::new();
     for c in &req.components {
         let t = c.entity_type.as_str();
-        if t != USER && t != CLIENT_ID {
+        if t != USER && t != CLIENT_ID && t != IP {
             let e = ApiError::new(
                 E::InvalidRequest,
-                format!("entity type '{t}': Weir's quotas are for '{USER}' and '{CLIENT_ID}'"),
+                format!("entity type '{t}': quotas are for '{USER}', '{CLIENT_ID}' and '{IP}'"),
             );
             return fail(resp, e);
         }
@@ -104,20 +117,31 @@ pub fn describe_client_quotas(
                 return fail(resp, e);
             }
         };
-        wanted.push((if t == USER { USER } else { CLIENT_ID }, want));
+        let t = [USER, CLIENT_ID, IP]
+            .into_iter()
+            .find(|k| *k == t)
+            .unwrap_or(IP);
+        wanted.push((t, want));
+    }
+    if wanted.iter().any(|(t, _)| *t == IP) && wanted.iter().any(|(t, _)| *t != IP) {
+        let e = ApiError::new(
+            E::InvalidRequest,
+            "Invalid entity filter component combination. IP filter component should not be \
+             used with user or clientId filter component.",
+        );
+        return fail(resp, e);
     }
     let matches = |e: &Entity| {
-        let side = |t: &str| if t == USER { &e.user } else { &e.client_id };
-        let each = wanted.iter().all(|(t, want)| match (side(t), want) {
+        let each = wanted.iter().all(|(t, want)| match (side(e, t), want) {
             (None, _) => false,
             (Some(_), None) => true,
             (Some(have), Some(want)) => have == want,
         });
         // Strict: the entity has no other types than those asked for.
         let only = !req.strict
-            || [USER, CLIENT_ID]
+            || [USER, CLIENT_ID, IP]
                 .iter()
-                .all(|t| side(t).is_none() || wanted.iter().any(|(w, _)| w == t));
+                .all(|t| side(e, t).is_none() || wanted.iter().any(|(w, _)| w == t));
         each && only
     };
     resp.entries = Some(
@@ -179,20 +203,19 @@ pub fn alter_client_quotas(
                     format!("{} may not change quotas", ctx.principal),
                 ));
             }
-            let mut entity = Entity {
-                user: None,
-                client_id: None,
-            };
+            let mut entity = Entity::default();
             for d in &entry.entity {
                 let slot = match d.entity_type.as_str() {
                     USER => &mut entity.user,
                     CLIENT_ID => &mut entity.client_id,
+                    IP => &mut entity.ip,
                     t => {
                         return Err(ApiError::new(
                             E::InvalidRequest,
                             format!(
-                            "entity type '{t}': Weir's quotas are for '{USER}' and '{CLIENT_ID}'"
-                        ),
+                                "entity type '{t}': quotas are for '{USER}', '{CLIENT_ID}' \
+                                 and '{IP}'"
+                            ),
                         ))
                     }
                 };
@@ -204,8 +227,27 @@ pub fn alter_client_quotas(
                 }
                 *slot = Some(name_of(d.entity_name.as_ref()));
             }
-            if entity.user.is_none() && entity.client_id.is_none() {
+            if entity.user.is_none() && entity.client_id.is_none() && entity.ip.is_none() {
                 return Err(ApiError::new(E::InvalidRequest, "the entity is empty"));
+            }
+            if entity.ip.is_some() && (entity.user.is_some() || entity.client_id.is_some()) {
+                return Err(ApiError::new(
+                    E::InvalidRequest,
+                    "Invalid quota entity combination, IP entity should not be combined with \
+                     User or ClientId",
+                ));
+            }
+            // As Kafka keeps it: an address, in one spelling, so that `::ffff:10.0.0.1`
+            // and `10.0.0.1` are one entity. Kafka also resolves host names; Weir takes
+            // addresses only.
+            if let Some(Name::Named(ip)) = &entity.ip {
+                let addr: std::net::IpAddr = ip.parse().map_err(|_| {
+                    ApiError::new(
+                        E::InvalidRequest,
+                        format!("{ip} is not a valid IP or resolvable host."),
+                    )
+                })?;
+                entity.ip = Some(Name::Named(addr.to_canonical().to_string()));
             }
             let mut ops = Vec::new();
             for op in &entry.ops {
@@ -213,7 +255,8 @@ pub fn alter_client_quotas(
                 if op.remove {
                     ops.push((entity.clone(), key, None));
                 } else {
-                    check_value(&key, op.value).map_err(|m| ApiError::new(E::InvalidRequest, m))?;
+                    check_entry(&entity, &key, op.value)
+                        .map_err(|m| ApiError::new(E::InvalidRequest, m))?;
                     ops.push((entity.clone(), key, Some(op.value)));
                 }
             }
