@@ -99,6 +99,12 @@ public class Probe {
         s.put("configs/broker-dynamic-alter", Configs::dynamicAlter);
         s.put("configs/broker-loggers", Configs::brokerLoggers);
         s.put("quotas/ip", Probe::ipQuotas);
+        // Its files (the .txnindex among them) are read by kafka-dump-log (dump-log/).
+        s.put("transactions/read-committed", () -> {
+            createTopic("d-txn", 1, Map.of());
+            Move.writeTransactions("d-txn", "d-txn-id");
+            return Move.records("d-txn", "read_committed");
+        });
         s.put("offsets/max-timestamp-one-batch", () -> maxTimestamp("d-maxts-one", true, Map.of(), 10, Map.of()));
         s.put("offsets/max-timestamp-batches", () -> maxTimestamp("d-maxts-many", false, Map.of(), 10, Map.of()));
         s.put("offsets/max-timestamp-lz4-batch", () -> maxTimestamp("d-maxts-lz4", true,
@@ -305,20 +311,7 @@ public class Probe {
                 }
                 p.flush();
             }
-            Map<String, Object> txCfg = Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "m-txn-id");
-            try (KafkaProducer<String, String> p = producer(txCfg)) {
-                p.initTransactions();
-                p.beginTransaction();
-                for (int i = 0; i < 5; i++) p.send(new ProducerRecord<>("m-txn", 0, 1_700_000_000_000L, "c", "committed-" + i));
-                p.commitTransaction();
-                p.beginTransaction();
-                for (int i = 0; i < 5; i++) p.send(new ProducerRecord<>("m-txn", 0, 1_700_000_000_000L, "a", "aborted-" + i));
-                p.flush();
-                p.abortTransaction();
-                p.beginTransaction();
-                p.send(new ProducerRecord<>("m-txn", 0, 1_700_000_000_000L, "c", "committed-last"));
-                p.commitTransaction();
-            }
+            writeTransactions("m-txn", "m-txn-id");
             Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
             for (int i = 0; i < 3; i++) offsets.put(new TopicPartition("m-plain", i), new OffsetAndMetadata(7 + i, "meta-" + i));
             admin.alterConsumerGroupOffsets("m-group", offsets).all().get();
@@ -374,6 +367,24 @@ public class Probe {
         }
 
         /** Every record of `topic` from the start, as a consumer of `isolation` reads it. */
+        /** A committed transaction, an aborted one and a committed one on partition 0. */
+        static void writeTransactions(String topic, String transactionalId) throws Exception {
+            Map<String, Object> txCfg = Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+            try (KafkaProducer<String, String> p = producer(txCfg)) {
+                p.initTransactions();
+                p.beginTransaction();
+                for (int i = 0; i < 5; i++) p.send(new ProducerRecord<>(topic, 0, 1_700_000_000_000L, "c", "committed-" + i));
+                p.commitTransaction();
+                p.beginTransaction();
+                for (int i = 0; i < 5; i++) p.send(new ProducerRecord<>(topic, 0, 1_700_000_000_000L, "a", "aborted-" + i));
+                p.flush();
+                p.abortTransaction();
+                p.beginTransaction();
+                p.send(new ProducerRecord<>(topic, 0, 1_700_000_000_000L, "c", "committed-last"));
+                p.commitTransaction();
+            }
+        }
+
         static Map<String, Object> records(String topic, String isolation) throws Exception {
             Map<String, Object> m = new LinkedHashMap<>();
             try (KafkaConsumer<String, String> c = consumer(Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation))) {

@@ -119,6 +119,50 @@ def run_probe(lib, classes, bootstrap, only, log):
     return {line["scenario"]: line for line in lines}
 
 
+# What Kafka's kafka-dump-log prints for every entry of a file it reads well; anything else
+# it prints is a complaint (a mismatch, a gap, an index entry the log lacks, an exception).
+DUMP_ROUTINE = re.compile(
+    r"^(Dumping |\| offset: |baseOffset: |offset: \d+ position: |timestamp: -?\d+ offset: |"
+    r"Log starting offset: |producerId: |version: \d+ producerId: |\s*$)")
+DUMP_KINDS = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+
+
+def dump_complaints(lib, data_dir, log):
+    """Kafka's own kafka-dump-log --deep-iteration over every log, index and snapshot file of
+    the partitions under data_dir (with Kafka's decoders for its two internal topics): its
+    complaints, per partition, with the directory left out."""
+    groups = {}
+    for part in sorted(os.listdir(data_dir)):
+        d = os.path.join(data_dir, part)
+        # Kafka's metadata log is not a partition's; a directory renamed for deletion (or
+        # as a stray, or a future replica) is not read by a broker, nor here.
+        if (not os.path.isdir(d) or part.startswith("__cluster_metadata")
+                or part.endswith(("-delete", "-stray", "-future"))):
+            continue
+        decoder = ("--offsets-decoder" if part.startswith("__consumer_offsets-") else
+                   "--transaction-log-decoder" if part.startswith("__transaction_state-") else "")
+        files = [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(DUMP_KINDS)]
+        groups.setdefault(decoder, []).extend(files)
+    complaints = {}
+    with open(log, "a") as out:
+        for decoder, files in groups.items():
+            if not files:
+                continue
+            args = ["java", "-Xmx512M", f"-Dlog4j2.configurationFile={lib}/log4j2-tools.properties",
+                    "-cp", f"{lib}/*", "org.apache.kafka.tools.DumpLogSegments", "--deep-iteration",
+                    "--files", ",".join(files)] + ([decoder] if decoder else [])
+            text = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  timeout=PROBE_TIMEOUT_S).stdout
+            out.write(text)
+            for line in text.splitlines():
+                if DUMP_ROUTINE.match(line):
+                    continue
+                line = line.replace(data_dir + os.sep, "")
+                part = line.split(os.sep)[0].split()[-1].lstrip(":") if os.sep in line else "(all)"
+                complaints.setdefault(part, []).append(line.strip())
+    return {part: sorted(set(lines)) for part, lines in complaints.items()}
+
+
 def compare(of_kafka, of_weir, known):
     """Prints a line per scenario; returns (passed, failed)."""
     passed = failed = 0
@@ -211,6 +255,14 @@ def main():
         kafka.stop()
         weir.stop()
 
+    # Kafka's kafka-dump-log reads the files both brokers left for the same scenarios, and
+    # must find nothing in Weir's that it does not find in its own.
+    if not moves_only and (not args.only or any(o.startswith("dump-log/") for o in args.only)):
+        name = "dump-log/kafka-reads-the-files"
+        of_kafka[name] = {"observed": dump_complaints(
+            args.lib, os.path.join(kafka.work, "node-1", "data"), os.path.join(work, "dump-kafka.log"))}
+        of_weir[name] = {"observed": dump_complaints(
+            args.lib, weir.data_dir, os.path.join(work, "dump-weir.log"))}
     known = known_differences()
     passed, failed = compare(of_kafka, of_weir, known)
     if not args.only or moves_only:

@@ -596,9 +596,11 @@ impl TimeIndex {
                     last.offset
                 )));
             }
-            if timestamp <= last.timestamp {
-                return Ok(());
-            }
+        }
+        // As Kafka's: an empty index's last entry is (-1, base offset), so a segment without
+        // a timestamp (no records) gets no entry when it closes.
+        if timestamp <= self.last_entry().timestamp {
+            return Ok(());
         }
         let mut e = [0u8; 12];
         e[..8].copy_from_slice(&timestamp.to_be_bytes());
@@ -777,6 +779,9 @@ mod tests {
     fn time_index_appends_only_rising_timestamps() {
         let dir = tempfile::tempdir().unwrap();
         let mut idx = TimeIndex::open(&dir.path().join("0.timeindex"), 0, 120, true).unwrap();
+        // As Kafka: no timestamp (a segment without records closing) makes no entry.
+        idx.maybe_append(-1, 0, true).unwrap();
+        assert_eq!(idx.entries(), 0);
         idx.maybe_append(1000, 5, false).unwrap();
         idx.maybe_append(1000, 7, false).unwrap(); // same timestamp: ignored
         idx.maybe_append(900, 8, false).unwrap(); // lower timestamp: ignored

@@ -474,8 +474,13 @@ impl ProducerStateManager {
         self.map_end_offset = self.map_end_offset.max(offset);
     }
 
-    /// Writes `<offset>.snapshot` with the current state (at a roll or a clean shutdown).
+    /// Writes `<offset>.snapshot` with the current state (at a roll or a clean shutdown),
+    /// unless the log has not moved past the newest snapshot (or, with none, past 0), as
+    /// Kafka skips it: an empty partition has no snapshot, as in Kafka's directories.
     pub fn take_snapshot(&mut self, offset: i64) -> Result<()> {
+        if offset <= self.snapshots.iter().next_back().copied().unwrap_or(0) {
+            return Ok(());
+        }
         let mut body = Vec::with_capacity(4 + self.producers.len() * ENTRY_SIZE);
         let mut entries: Vec<&ProducerStateEntry> = self
             .producers
@@ -675,6 +680,10 @@ mod tests {
         // An open transaction and a coordinator epoch survive a snapshot.
         m.update(&tx(3, 0, 14, 2));
         m.take_snapshot(16).unwrap();
+        // Nothing new since the newest snapshot: none is written, as in Kafka.
+        m.take_snapshot(16).unwrap();
+        m.take_snapshot(12).unwrap();
+        assert_eq!(m.snapshot_offsets(), vec![16]);
         let loaded = ProducerStateManager::load(dir.path(), 0, 16).unwrap();
         assert_eq!(loaded.ongoing_txns(), &BTreeMap::from([(14, 3)]));
         assert_eq!(loaded.first_unstable_offset(16), Some(14));
