@@ -144,6 +144,7 @@ def dump_complaints(lib, data_dir, log):
         files = [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(DUMP_KINDS)]
         groups.setdefault(decoder, []).extend(files)
     complaints = {}
+    sections = {}
     with open(log, "a") as out:
         for decoder, files in groups.items():
             if not files:
@@ -154,13 +155,84 @@ def dump_complaints(lib, data_dir, log):
             text = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                   timeout=PROBE_TIMEOUT_S).stdout
             out.write(text)
+            current = None
             for line in text.splitlines():
+                if line.startswith("Dumping "):
+                    current = os.path.relpath(line[len("Dumping "):].strip(), data_dir)
+                    sections[current] = []
+                elif current is not None:
+                    sections[current].append(line)
                 if DUMP_ROUTINE.match(line):
                     continue
                 line = line.replace(data_dir + os.sep, "")
                 part = line.split(os.sep)[0].split()[-1].lstrip(":") if os.sep in line else "(all)"
                 complaints.setdefault(part, []).append(line.strip())
-    return {part: sorted(set(lines)) for part, lines in complaints.items()}
+    return {part: sorted(set(lines)) for part, lines in complaints.items()}, sections
+
+
+KAFKA_PAIR = re.compile(r"(\w+): (\S+)")
+
+
+def kafka_facts(lines):
+    """The facts of one file as kafka-dump-log printed them: its batches, index entries,
+    aborted transactions and producer snapshots, one string each."""
+    facts = []
+    for line in lines:
+        kv = dict(KAFKA_PAIR.findall(line))
+        if line.startswith("baseOffset: "):
+            ts_type = "LogAppendTime" if "LogAppendTime" in kv else "CreateTime"
+            facts.append("batch {baseOffset}-{lastOffset} count {count} at {position} size {size} v{magic} "
+                         "{compresscodec} valid {isvalid} txn {isTransactional} control {isControl} "
+                         "pid {producerId} epoch {producerEpoch} seq {baseSequence} leader epoch "
+                         "{partitionLeaderEpoch} ".format(**kv) + f"{ts_type} {kv[ts_type]}")
+        elif re.match(r"^offset: \d+ position: ", line):
+            facts.append("index {offset} {position}".format(**kv))
+        elif re.match(r"^timestamp: -?\d+ offset: ", line):
+            facts.append("timeindex {timestamp} {offset}".format(**kv))
+        elif line.startswith("version: ") and "firstOffset" in kv:
+            facts.append("aborted {producerId} {firstOffset}-{lastOffset} lso {lastStableOffset}".format(**kv))
+        elif line.startswith("producerId: ") and "coordinatorEpoch" in kv:
+            first = re.search(r"currentTxnFirstOffset: (OptionalLong\.empty|OptionalLong\[(-?\d+)\])", line)
+            kv["txn"] = first.group(2) if first and first.group(2) else "-1"
+            facts.append("producer {producerId} epoch {producerEpoch} coordinator {coordinatorEpoch} txn {txn} "
+                         "seq {lastSequence} offset {lastOffset} delta {offsetDelta} at {timestamp}".format(**kv))
+    return facts
+
+
+def weir_facts(weir, path):
+    """The same facts of one file as `weir dump-log` prints them."""
+    out = subprocess.run([weir, "dump-log", path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, timeout=PROBE_TIMEOUT_S).stdout
+    facts = []
+    for line in out.splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            facts.append("not JSON: " + line)
+            continue
+        kind = e.get("kind")
+        if kind == "batch":
+            b = lambda v: str(v).lower()  # noqa: E731
+            facts.append(f"batch {e['base_offset']}-{e['last_offset']} count {e['count']} at {e['position']} "
+                         f"size {e['size']} v{e['magic']} {e['compression']} valid {b(e['crc_valid'])} "
+                         f"txn {b(e.get('transactional', False))} control {b(e.get('control', False))} "
+                         f"pid {e.get('producer_id', -1)} epoch {e.get('producer_epoch', -1)} "
+                         f"seq {e.get('base_sequence', -1)} leader epoch {e.get('partition_leader_epoch', -1)} "
+                         f"{e.get('timestamp_type', 'CreateTime')} {e.get('max_timestamp', -1)}")
+        elif kind == "index":
+            facts.append(f"index {e['offset']} {e['position']}")
+        elif kind == "timeindex":
+            facts.append(f"timeindex {e['timestamp']} {e['offset']}")
+        elif kind == "aborted_txn":
+            facts.append(f"aborted {e['producer_id']} {e['first_offset']}-{e['last_offset']} "
+                         f"lso {e['last_stable_offset']}")
+        elif kind == "producer_snapshot":
+            facts.append(f"producer {e['producer_id']} epoch {e['producer_epoch']} coordinator "
+                         f"{e['coordinator_epoch']} txn {e['current_txn_first_offset']} seq {e['last_sequence']} "
+                         f"offset {e['last_offset']} delta {e['offset_delta']} at {e['timestamp']}")
+        elif kind in ("corrupt", "error"):
+            facts.append(f"{kind}: {e}")
+    return facts
 
 
 def compare(of_kafka, of_weir, known):
@@ -260,9 +332,14 @@ def main():
     if not moves_only and (not args.only or any(o.startswith("dump-log/") for o in args.only)):
         name = "dump-log/kafka-reads-the-files"
         of_kafka[name] = {"observed": dump_complaints(
-            args.lib, os.path.join(kafka.work, "node-1", "data"), os.path.join(work, "dump-kafka.log"))}
-        of_weir[name] = {"observed": dump_complaints(
-            args.lib, weir.data_dir, os.path.join(work, "dump-weir.log"))}
+            args.lib, os.path.join(kafka.work, "node-1", "data"), os.path.join(work, "dump-kafka.log"))[0]}
+        complaints, sections = dump_complaints(args.lib, weir.data_dir, os.path.join(work, "dump-weir.log"))
+        of_weir[name] = {"observed": complaints}
+        # And `weir dump-log` prints of Weir's files the facts Kafka's tool prints of them.
+        name = "dump-log/weir-dump-log-agrees"
+        of_kafka[name] = {"observed": {f: kafka_facts(lines) for f, lines in sections.items()}}
+        of_weir[name] = {"observed": {f: weir_facts(os.path.abspath(args.weir), os.path.join(weir.data_dir, f))
+                                      for f in sections}}
     known = known_differences()
     passed, failed = compare(of_kafka, of_weir, known)
     if not args.only or moves_only:
