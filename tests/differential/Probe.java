@@ -98,6 +98,18 @@ public class Probe {
         s.put("configs/topic-keys", Configs::topicKeys);
         s.put("configs/broker-dynamic-alter", Configs::dynamicAlter);
         s.put("configs/broker-loggers", Configs::brokerLoggers);
+        // Kafka 4 removed message.format.version (KIP-724): librdkafka 2.0's test 0092 sets it.
+        s.put("configs/removed-topic-key", () -> {
+            createTopic("d-removed-key", 1, Map.of());
+            var r = new ConfigResource(ConfigResource.Type.TOPIC, "d-removed-key");
+            Map<String, Object> m = new TreeMap<>();
+            m.put("incremental", outcome(() -> admin.incrementalAlterConfigs(Map.of(r, List.of(
+                new AlterConfigOp(new ConfigEntry("message.format.version", "0.10.0.0"), AlterConfigOp.OpType.SET))))
+                .all().get()));
+            m.put("create", outcome(() -> admin.createTopics(List.of(new NewTopic("d-removed-key-2", 1, (short) 1)
+                .configs(Map.of("message.format.version", "0.10.0.0")))).all().get()));
+            return m;
+        });
         s.put("quotas/ip", Probe::ipQuotas);
         // Its files (the .txnindex among them) are read by kafka-dump-log (dump-log/).
         s.put("transactions/read-committed", () -> {
