@@ -776,9 +776,6 @@ fn broker_config_entries(broker: &Broker, scope: Scope, synonyms: bool) -> Vec<C
     let sets = broker.dynamic.sets();
     let props = &broker.config.properties;
     let weir = weir_values(broker);
-    // Every value a key has, most binding first: this broker's dynamic config, the
-    // cluster-wide dynamic default, server.properties, and the default (Weir's own value,
-    // or Kafka's default).
     // As Kafka: `node.id` and `broker.id` are one setting, given in server.properties by
     // either name.
     let static_value = |name: &str| {
@@ -792,6 +789,9 @@ fn broker_config_entries(broker: &Broker, scope: Scope, synonyms: bool) -> Vec<C
             .or_else(|| alias.and_then(|a| props.get(a)))
             .cloned()
     };
+    // Every value a key has, most binding first: this broker's dynamic config, the
+    // cluster-wide dynamic default, server.properties, and the default (Weir's own value,
+    // or Kafka's default).
     let layers = |name: &str| -> Vec<(Option<String>, ConfigSource)> {
         let default = weir
             .get(name)
