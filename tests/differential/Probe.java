@@ -111,6 +111,8 @@ public class Probe {
             return m;
         });
         s.put("quotas/ip", Probe::ipQuotas);
+        s.put("configs/group-keys", Configs::groupKeys);
+        s.put("configs/group-alter", Configs::groupAlter);
         // Its files (the .txnindex among them) are read by kafka-dump-log (dump-log/).
         s.put("transactions/read-committed", () -> {
             createTopic("d-txn", 1, Map.of());
@@ -282,6 +284,91 @@ public class Probe {
             m.put("logger after delete is root's", after.get(other).equals(after.get("root")));
             m.put("restore root", outcome(() -> admin.incrementalAlterConfigs(Map.of(r,
                 List.of(op("root", rootLevel, AlterConfigOp.OpType.SET)))).all().get()));
+            return m;
+        }
+
+        /** kafka-configs --entity-type groups --describe --all: a group's keys, for a group
+         *  that has never existed (Kafka describes any group id). */
+        static Map<String, Object> groupKeys() throws Exception {
+            Map<String, Object> m = new TreeMap<>();
+            for (ConfigEntry e : describe(new ConfigResource(ConfigResource.Type.GROUP, "d-group-keys"))) {
+                m.put(e.name(), e.value() + " " + e.type() + " " + e.source() + (e.isReadOnly() ? " read-only" : "")
+                    + (e.isSensitive() ? " sensitive" : "")
+                    + (e.documentation() == null || e.documentation().isEmpty() ? " undocumented" : "")
+                    + " " + e.synonyms().stream().map(x -> x.name() + "=" + x.value() + "/" + x.source())
+                        .collect(Collectors.toList()));
+            }
+            return m;
+        }
+
+        static final List<String[]> GROUP_TRIES = List.of(
+            new String[] {"consumer.session.timeout.ms", "50000"},
+            new String[] {"consumer.session.timeout.ms", "5000"},
+            new String[] {"consumer.session.timeout.ms", "70000"},
+            new String[] {"consumer.session.timeout.ms", "soon"},
+            new String[] {"consumer.heartbeat.interval.ms", "6000"},
+            new String[] {"consumer.heartbeat.interval.ms", "1000"},
+            new String[] {"consumer.heartbeat.interval.ms", "0"},
+            new String[] {"consumer.assignment.interval.ms", "20000"},
+            new String[] {"share.auto.offset.reset", "earliest"},
+            new String[] {"share.auto.offset.reset", "by_duration:PT1H"},
+            new String[] {"share.auto.offset.reset", "by_duration:soon"},
+            new String[] {"share.auto.offset.reset", "bogus"},
+            new String[] {"share.isolation.level", "read_committed"},
+            new String[] {"share.isolation.level", "serializable"},
+            new String[] {"share.record.lock.duration.ms", "40000"},
+            new String[] {"share.record.lock.duration.ms", "5000"},
+            new String[] {"share.delivery.count.limit", "11"},
+            new String[] {"share.partition.max.record.locks", "3000"},
+            new String[] {"share.renew.acknowledge.enable", "maybe"},
+            new String[] {"streams.num.standby.replicas", "1"},
+            new String[] {"streams.num.standby.replicas", "3"},
+            new String[] {"streams.initial.rebalance.delay.ms", "-1"},
+            new String[] {"streams.num.warmup.replicas", "1"},
+            new String[] {"streams.assignor.name", "sticky"},
+            new String[] {"streams.assignor.name", "no-such-assignor"},
+            new String[] {"streams.rack.aware.assignment.tags", "zone,rack"},
+            new String[] {"errors.deadletterqueue.topic.name", "__dlq"},
+            new String[] {"errors.deadletterqueue.topic.name", "dlq"},
+            new String[] {"group.consumer.session.timeout.ms", "50000"},
+            new String[] {"weir.differential.unknown", "1"});
+
+        /** kafka-configs --entity-type groups --alter: each key alone, what sticks, deletes,
+         *  and a group with no name. */
+        static Map<String, Object> groupAlter() throws Exception {
+            Map<String, Object> m = new TreeMap<>();
+            ConfigResource r = new ConfigResource(ConfigResource.Type.GROUP, "d-group-alter");
+            for (String[] t : GROUP_TRIES) {
+                m.put("set " + t[0] + "=" + t[1], outcome(() -> admin.incrementalAlterConfigs(Map.of(r,
+                    List.of(op(t[0], t[1], AlterConfigOp.OpType.SET)))).all().get()));
+            }
+            m.put("set two at once, one bad", outcome(() -> admin.incrementalAlterConfigs(Map.of(r, List.of(
+                op("consumer.heartbeat.interval.ms", "7000", AlterConfigOp.OpType.SET),
+                op("consumer.session.timeout.ms", "1", AlterConfigOp.OpType.SET)))).all().get()));
+            m.put("validate only", outcome(() -> admin.incrementalAlterConfigs(Map.of(r, List.of(
+                op("consumer.heartbeat.interval.ms", "8000", AlterConfigOp.OpType.SET))),
+                new org.apache.kafka.clients.admin.AlterConfigsOptions().validateOnly(true)).all().get()));
+            m.put("append a list", outcome(() -> admin.incrementalAlterConfigs(Map.of(r, List.of(
+                op("streams.rack.aware.assignment.tags", "region", AlterConfigOp.OpType.APPEND)))).all().get()));
+            m.put("append to an int", outcome(() -> admin.incrementalAlterConfigs(Map.of(r, List.of(
+                op("consumer.heartbeat.interval.ms", "1", AlterConfigOp.OpType.APPEND)))).all().get()));
+            Map<String, String> after = new TreeMap<>();
+            for (ConfigEntry e : describe(r)) {
+                after.put(e.name(), e.value() + " " + e.source() + " " + e.synonyms().stream()
+                    .map(x -> x.name() + "=" + x.value() + "/" + x.source()).collect(Collectors.toList()));
+            }
+            m.put("described after", after);
+            m.put("delete a key", outcome(() -> admin.incrementalAlterConfigs(Map.of(r, List.of(
+                op("consumer.session.timeout.ms", null, AlterConfigOp.OpType.DELETE)))).all().get()));
+            m.put("delete an unknown key", outcome(() -> admin.incrementalAlterConfigs(Map.of(r, List.of(
+                op("no.such.key", null, AlterConfigOp.OpType.DELETE)))).all().get()));
+            for (ConfigEntry e : describe(r)) {
+                if (e.name().equals("consumer.session.timeout.ms")) m.put("deleted key", e.value() + " " + e.source());
+            }
+            ConfigResource unnamed = new ConfigResource(ConfigResource.Type.GROUP, "");
+            m.put("describe unnamed", outcome(() -> admin.describeConfigs(List.of(unnamed)).all().get().get(unnamed).entries().size()));
+            m.put("alter unnamed", outcome(() -> admin.incrementalAlterConfigs(Map.of(unnamed, List.of(
+                op("consumer.heartbeat.interval.ms", "6000", AlterConfigOp.OpType.SET)))).all().get()));
             return m;
         }
 
@@ -545,7 +632,11 @@ public class Probe {
 
     static void createTopic(String name, int partitions, Map<String, String> configs) throws Exception {
         admin.createTopics(List.of(new NewTopic(name, partitions, (short) 1).configs(configs))).all().get();
-        // Metadata reaches every broker of a cluster shortly after the controller made it.
+        waitForLeaders(name);
+    }
+
+    /** Metadata reaches every broker of a cluster shortly after the controller made it. */
+    static void waitForLeaders(String name) throws Exception {
         waitFor("topic " + name + " is described", () -> {
             try {
                 return admin.describeTopics(List.of(name)).allTopicNames().get().get(name)
@@ -605,6 +696,9 @@ public class Probe {
         CreateTopicsResult r = admin.createTopics(List.of(new NewTopic("d-by-id", 2, (short) 1)));
         r.all().get();
         Uuid id = r.topicId("d-by-id").get();
+        // Kafka's brokers learn a new topic from the controller a moment after CreateTopics
+        // answers; before that its id is unknown to them.
+        waitForLeaders("d-by-id");
         Map<String, Object> m = new LinkedHashMap<>();
         Map<Uuid, TopicDescription> byId = admin.describeTopics(TopicCollection.ofTopicIds(List.of(id))).allTopicIds().get();
         TopicDescription d = byId.get(id);
@@ -625,6 +719,7 @@ public class Probe {
         CreateTopicsResult r = admin.createTopics(List.of(new NewTopic("d-delete-by-id", 1, (short) 1)));
         r.all().get();
         Uuid id = r.topicId("d-delete-by-id").get();
+        waitForLeaders("d-delete-by-id");
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("delete", outcome(() -> admin.deleteTopics(TopicCollection.ofTopicIds(List.of(id))).all().get()));
         waitFor("the deleted topic is gone", () -> {

@@ -19,6 +19,7 @@ use weir_kafka::acl::{Operation, ResourceType};
 use crate::config::BrokerConfig;
 use crate::descriptors::{self, Budget, MAPPINGS_PER_PARTITION};
 use crate::dynamic_config::{DynamicConfigs, Scope};
+use crate::group_configs::GroupConfigs;
 use crate::memory::RequestMemory;
 use crate::mutation_quota::MutationQuota;
 use crate::partition::{Partition, Role};
@@ -77,6 +78,8 @@ pub struct Broker {
     /// Dynamic broker configs, and the log defaults they make (`weir-broker-configs.json`
     /// in the first data directory).
     pub dynamic: DynamicConfigs,
+    /// Group configs (`weir-group-configs.json` in the first data directory).
+    pub group_configs: GroupConfigs,
 }
 
 /// What changing the topics needs, under one lock: their files, and two tallies kept as
@@ -450,6 +453,17 @@ impl Broker {
                 )
             }
         };
+        let group_configs = match &cluster {
+            None => GroupConfigs::load(&config.log_dirs[0])?,
+            Some(m) => {
+                let current = m.document(weir_cluster::Document::GroupConfigs);
+                GroupConfigs::from_document(
+                    m.store(weir_cluster::Document::GroupConfigs),
+                    current.as_ref().map(|(b, r)| (b.as_slice(), *r)),
+                )
+                .map_err(|e| format!("group configs in etcd: {e}"))?
+            }
+        };
         let (shutdown, _) = watch::channel(false);
         let request_memory = RequestMemory::new(config.queued_max_request_bytes);
         let mutations = MutationQuota::new(
@@ -474,10 +488,12 @@ impl Broker {
             authorizer,
             quotas,
             dynamic,
+            group_configs,
             inflate_slots: Semaphore::new(
                 std::thread::available_parallelism().map_or(2, |n| n.get()),
             ),
         });
+        broker.apply_group_configs();
         let _ = offsets_store.broker.set(Arc::downgrade(&broker));
         let _ = broker.txn_host.broker.set(Arc::downgrade(&broker));
         if broker.cluster.is_some() {
@@ -1425,6 +1441,53 @@ impl Broker {
         }
         tracing::info!(?scope, "dynamic broker configs changed");
         Ok(())
+    }
+
+    /// A broker key's value as this broker has it, for the group configs that override it
+    /// and are bounded by it.
+    pub fn group_config_broker_value(&self, name: &str) -> String {
+        crate::group_configs::broker_value(&self.config.properties, name)
+    }
+
+    /// Replaces group `group`'s configs (the whole set), checked as Kafka checks them; the
+    /// coordinator applies them from the group's next heartbeat.
+    pub fn set_group_configs(
+        &self,
+        group: &str,
+        set: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), ApiError> {
+        let broker = |name: &str| self.group_config_broker_value(name);
+        if self
+            .group_configs
+            .replace(group, set, &broker, validate_only)?
+        {
+            tracing::info!(group, "group configs changed");
+            self.apply_group_configs();
+        }
+        Ok(())
+    }
+
+    /// Hands the group configs the coordinator acts on to it.
+    pub fn apply_group_configs(&self) {
+        use crate::group_configs::{CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS};
+        let int = |set: &BTreeMap<String, String>, key: &str| {
+            set.get(key).and_then(|v| v.trim().parse::<i32>().ok())
+        };
+        let settings = self
+            .group_configs
+            .all()
+            .into_iter()
+            .map(|(group, set)| {
+                let s = weir_group::ConsumerGroupSettings {
+                    session_timeout_ms: int(&set, CONSUMER_SESSION_TIMEOUT_MS),
+                    heartbeat_interval_ms: int(&set, CONSUMER_HEARTBEAT_INTERVAL_MS),
+                };
+                (group, s)
+            })
+            .filter(|(_, s)| *s != weir_group::ConsumerGroupSettings::default())
+            .collect();
+        self.groups.set_group_settings(settings);
     }
 
     /// Replaces a topic's config overrides (the whole set).

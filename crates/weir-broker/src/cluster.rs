@@ -481,6 +481,16 @@ fn apply_documents(broker: &Broker, previous: &MetadataImage, image: &MetadataIm
         let installed = match doc {
             Document::Users => broker.users.install(bytes, revision),
             Document::Quotas => broker.quotas.install(bytes, revision),
+            Document::GroupConfigs => {
+                broker
+                    .group_configs
+                    .install(bytes, revision)
+                    .inspect(|changed| {
+                        if *changed {
+                            broker.apply_group_configs();
+                        }
+                    })
+            }
             Document::Acls => match &broker.authorizer {
                 Some(a) => a.install(bytes, revision),
                 None => Ok(false),

@@ -1,7 +1,10 @@
 //! Kafka's broker configuration keys, as a Kafka 4.4 broker describes them: every key with its
-//! type, how Kafka lets it change while the broker runs, and Kafka's default. The table is
-//! facts generated from Kafka's own definitions (`kafka_broker_configs.tsv`, made by
-//! scripts/kafka-config-facts.sh); this module only reads it, and says which keys Weir acts on.
+//! type, how Kafka lets it change while the broker runs, and Kafka's default; and the keys of
+//! a group config resource (KIP-848's per-group settings), each with the broker key whose
+//! value it overrides. The tables are facts generated from Kafka's own definitions
+//! (`kafka_broker_configs.tsv` and `kafka_group_configs.tsv`, made by
+//! scripts/kafka-config-facts.sh); this module only reads them, and says which keys Weir acts
+//! on.
 
 use std::sync::OnceLock;
 
@@ -73,6 +76,63 @@ pub fn keys() -> &'static [KafkaKey] {
 pub fn key(name: &str) -> Option<&'static KafkaKey> {
     let keys = keys();
     keys.binary_search_by(|k| k.name.cmp(name))
+        .ok()
+        .map(|i| &keys[i])
+}
+
+/// One key of Kafka's group config resource (`kafka-configs --entity-type groups`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupKey {
+    /// Its name, type, validator and default (`mode` and `listener_only` mean nothing here).
+    pub key: KafkaKey,
+    /// The broker key whose value applies to a group that does not set this one
+    /// (`group.consumer.session.timeout.ms` for `consumer.session.timeout.ms`).
+    pub broker_synonym: Option<&'static str>,
+    /// Kafka's internal keys: taken, and described only where set.
+    pub internal: bool,
+}
+
+const GROUP_TABLE: &str = include_str!("kafka_group_configs.tsv");
+
+/// Every key of a group config resource, sorted by name.
+pub fn group_keys() -> &'static [GroupKey] {
+    static KEYS: OnceLock<Vec<GroupKey>> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let keys: Vec<GroupKey> = GROUP_TABLE
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(|line| {
+                let f: Vec<&'static str> = line.split('\t').collect();
+                assert!(
+                    f.len() == 6,
+                    "kafka_group_configs.tsv: malformed row '{line}'"
+                );
+                GroupKey {
+                    key: KafkaKey {
+                        name: f[0],
+                        config_type: config_type(f[1]),
+                        mode: UpdateMode::ReadOnly,
+                        listener_only: false,
+                        validator: Validator::parse(f[2]),
+                        default: (f[3] != "<null>").then_some(f[3]),
+                    },
+                    broker_synonym: (f[4] != "<none>").then_some(f[4]),
+                    internal: f[5] == "yes",
+                }
+            })
+            .collect();
+        assert!(
+            keys.windows(2).all(|w| w[0].key.name < w[1].key.name),
+            "kafka_group_configs.tsv: rows out of order"
+        );
+        keys
+    })
+}
+
+/// The group config key named `name`, if Kafka has it.
+pub fn group_key(name: &str) -> Option<&'static GroupKey> {
+    let keys = group_keys();
+    keys.binary_search_by(|k| k.key.name.cmp(name))
         .ok()
         .map(|i| &keys[i])
 }

@@ -43,6 +43,7 @@ pub mod connection;
 pub mod coordinator_log;
 pub mod descriptors;
 pub mod dynamic_config;
+pub mod group_configs;
 pub mod kafka_configs;
 pub mod kafka_import;
 pub mod log_levels;

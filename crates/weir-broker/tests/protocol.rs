@@ -1236,3 +1236,118 @@ async fn metadata_names_a_topic_by_its_id_when_one_is_set() {
     assert_eq!(missing.name, None);
     broker.stop().await.unwrap();
 }
+
+fn group_config_op(group: &str, key: &str, value: &str) -> RequestKind {
+    let mut c = incremental_alter_configs_request::AlterableConfig::default();
+    c.name = StrBytes::from_string(key.to_string());
+    c.config_operation = 0; // SET
+    c.value = Some(StrBytes::from_string(value.to_string()));
+    let mut res = incremental_alter_configs_request::AlterConfigsResource::default();
+    res.resource_type = 32; // GROUP
+    res.resource_name = StrBytes::from_string(group.to_string());
+    res.configs = vec![c];
+    let mut r = IncrementalAlterConfigsRequest::default();
+    r.resources = vec![res];
+    RequestKind::IncrementalAlterConfigs(r)
+}
+
+async fn alter_group_config(s: &mut TcpStream, corr: i32, key: &str, value: &str) -> (i16, String) {
+    let ResponseKind::IncrementalAlterConfigs(resp) = call(
+        s,
+        ApiKey::IncrementalAlterConfigs,
+        1,
+        corr,
+        group_config_op("g-timing", key, value),
+    )
+    .await
+    else {
+        panic!("not an IncrementalAlterConfigs response")
+    };
+    let r = &resp.responses[0];
+    let message = r.error_message.as_ref().map(|m| m.to_string());
+    (r.error_code, message.unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_groups_own_heartbeat_interval_is_checked_kept_and_given_to_its_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    broker
+        .broker
+        .create_topic("timing", 1, Default::default(), false)
+        .unwrap();
+    let mut s = TcpStream::connect(broker.addrs[0]).await.unwrap();
+
+    // Below the broker's group.consumer.min.heartbeat.interval.ms (5000): refused as Kafka does.
+    let (code, message) =
+        alter_group_config(&mut s, 1, "consumer.heartbeat.interval.ms", "1000").await;
+    assert_eq!(code, 40, "INVALID_CONFIG: {message}");
+    assert!(
+        message.contains("consumer.heartbeat.interval.ms"),
+        "{message}"
+    );
+    let (code, message) =
+        alter_group_config(&mut s, 2, "consumer.heartbeat.interval.ms", "7000").await;
+    assert_eq!(code, 0, "{message}");
+
+    let mut hb = ConsumerGroupHeartbeatRequest::default();
+    hb.group_id = GroupId(StrBytes::from_static_str("g-timing"));
+    hb.member_id = StrBytes::from_static_str("m-timing");
+    hb.member_epoch = 0;
+    hb.rebalance_timeout_ms = 1000;
+    hb.subscribed_topic_names = Some(vec![TopicName(StrBytes::from_static_str("timing"))]);
+    hb.topic_partitions = Some(Vec::new());
+    let ResponseKind::ConsumerGroupHeartbeat(resp) = call(
+        &mut s,
+        ApiKey::ConsumerGroupHeartbeat,
+        0,
+        3,
+        RequestKind::ConsumerGroupHeartbeat(hb),
+    )
+    .await
+    else {
+        panic!("not a ConsumerGroupHeartbeat response")
+    };
+    assert_eq!(resp.error_code, 0);
+    assert_eq!(resp.heartbeat_interval_ms, 7000);
+    drop(s);
+    broker.stop().await.unwrap();
+
+    // The setting outlives a restart and is described as the group's own.
+    let broker = start(dir.path()).await;
+    let mut s = TcpStream::connect(broker.addrs[0]).await.unwrap();
+    let mut res = describe_configs_request::DescribeConfigsResource::default();
+    res.resource_type = 32;
+    res.resource_name = StrBytes::from_static_str("g-timing");
+    res.configuration_keys = None; // every key
+    let mut req = DescribeConfigsRequest::default();
+    req.resources = vec![res];
+    let ResponseKind::DescribeConfigs(resp) = call(
+        &mut s,
+        ApiKey::DescribeConfigs,
+        4,
+        4,
+        RequestKind::DescribeConfigs(req),
+    )
+    .await
+    else {
+        panic!("not a DescribeConfigs response")
+    };
+    let result = &resp.results[0];
+    assert_eq!(result.error_code, 0);
+    let entry = result
+        .configs
+        .iter()
+        .find(|c| c.name.as_str() == "consumer.heartbeat.interval.ms")
+        .expect("consumer.heartbeat.interval.ms is described");
+    assert_eq!(entry.value.as_ref().map(|v| v.as_str()), Some("7000"));
+    assert_eq!(entry.config_source, 8, "DYNAMIC_GROUP_CONFIG");
+    let session = result
+        .configs
+        .iter()
+        .find(|c| c.name.as_str() == "consumer.session.timeout.ms")
+        .expect("consumer.session.timeout.ms is described");
+    assert_eq!(session.value.as_ref().map(|v| v.as_str()), Some("45000"));
+    assert_eq!(session.config_source, 5, "DEFAULT_CONFIG");
+    broker.stop().await.unwrap();
+}

@@ -10,6 +10,7 @@
 //! {prefix}/brokers/topics/{topic}/partitions/{p}/state  leader, leader epoch, ISR
 //! {prefix}/config/topics/{topic}                        a topic's config overrides
 //! {prefix}/config/brokers/{id | <default>}              dynamic broker configs
+//! {prefix}/config/groups                                every group's configs (one document)
 //! {prefix}/security/{acls | users | quotas}             ACLs, SCRAM credentials, quotas
 //! {prefix}/latest_producer_id_block                     producer ids handed out so far
 //! {prefix}/admin/preferred_replica_election             a pending preferred election
@@ -27,21 +28,40 @@ pub enum Document {
     Acls,
     Users,
     Quotas,
+    /// Group configs (KIP-848's GROUP config resources), all groups in one document: few
+    /// groups set any, and a group id may hold any character, a `/` among them.
+    GroupConfigs,
 }
 
 impl Document {
-    pub const ALL: [Document; 3] = [Document::Acls, Document::Users, Document::Quotas];
+    pub const ALL: [Document; 4] = [
+        Document::Acls,
+        Document::Users,
+        Document::Quotas,
+        Document::GroupConfigs,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Document::Acls => "acls",
             Document::Users => "users",
             Document::Quotas => "quotas",
+            Document::GroupConfigs => "group configs",
         }
     }
 
-    fn from_name(name: &str) -> Option<Document> {
-        Document::ALL.into_iter().find(|d| d.name() == name)
+    /// Where the document lives under the prefix.
+    fn path(self) -> &'static str {
+        match self {
+            Document::Acls => "security/acls",
+            Document::Users => "security/users",
+            Document::Quotas => "security/quotas",
+            Document::GroupConfigs => "config/groups",
+        }
+    }
+
+    fn from_path(path: &str) -> Option<Document> {
+        Document::ALL.into_iter().find(|d| d.path() == path)
     }
 }
 
@@ -121,7 +141,7 @@ impl Keys {
     }
 
     pub fn document(&self, doc: Document) -> String {
-        format!("{}/security/{}", self.prefix, doc.name())
+        format!("{}/{}", self.prefix, doc.path())
     }
 
     pub fn producer_id_block(&self) -> String {
@@ -135,6 +155,9 @@ impl Keys {
     /// What `key` names, if it is a key of this layout.
     pub fn parse(&self, key: &str) -> Option<Key> {
         let rest = key.strip_prefix(&self.prefix)?.strip_prefix('/')?;
+        if let Some(doc) = Document::from_path(rest) {
+            return Some(Key::Document(doc));
+        }
         let parts: Vec<&str> = rest.split('/').collect();
         Some(match parts.as_slice() {
             ["cluster", "id"] => Key::ClusterId,
@@ -147,7 +170,6 @@ impl Keys {
             }
             ["config", "topics", t] if !t.is_empty() => Key::TopicConfig(t.to_string()),
             ["config", "brokers", e] if !e.is_empty() => Key::BrokerConfig(e.to_string()),
-            ["security", d] => Key::Document(Document::from_name(d)?),
             ["latest_producer_id_block"] => Key::ProducerIdBlock,
             ["admin", "preferred_replica_election"] => Key::PreferredElection,
             _ => return None,
@@ -179,6 +201,10 @@ mod tests {
                     Key::BrokerConfig("<default>".into()),
                 ),
                 (k.document(Document::Users), Key::Document(Document::Users)),
+                (
+                    k.document(Document::GroupConfigs),
+                    Key::Document(Document::GroupConfigs),
+                ),
                 (k.producer_id_block(), Key::ProducerIdBlock),
                 (k.preferred_election(), Key::PreferredElection),
             ];

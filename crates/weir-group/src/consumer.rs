@@ -516,7 +516,7 @@ impl GroupCoordinator {
     ) -> ConsumerGroupHeartbeatResponse {
         let mut resp = ConsumerGroupHeartbeatResponse::default();
         resp.throttle_time_ms = 0;
-        resp.heartbeat_interval_ms = self.config.consumer_heartbeat_interval_ms;
+        resp.heartbeat_interval_ms = self.consumer_timing(req.group_id.0.as_str()).1;
         let answer = decode_beat(req, version)
             .and_then(|beat| self.handle_beat(beat, client_id, client_host, catalog));
         match answer {
@@ -607,7 +607,7 @@ impl GroupCoordinator {
             g.protocol_name = None;
         }
         let session = std::time::Duration::from_millis(
-            u64::try_from(self.config.consumer_session_timeout_ms).unwrap_or(0),
+            u64::try_from(self.consumer_timing(&beat.group_id).0).unwrap_or(0),
         );
         let max_size = self.config.consumer_max_size;
         let default_assignor = self

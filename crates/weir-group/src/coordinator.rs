@@ -3,7 +3,7 @@
 //! across an `.await`, nor take the groups-map lock while holding a group's.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -24,7 +24,7 @@ use super::metadata::{
     NEW_MEMBER_JOIN_TIMEOUT_MS,
 };
 use super::records::{self, fits_string};
-use super::{GroupConfig, GroupStore};
+use super::{ConsumerGroupSettings, GroupConfig, GroupStore};
 
 /// Kafka's `offsets.retention.check.interval.ms` default.
 pub(crate) const OFFSETS_RETENTION_CHECK_INTERVAL_MS: u64 = 600_000;
@@ -68,6 +68,8 @@ fn member_id_prefix(s: &str) -> &str {
 /// `__consumer_offsets` with `load`, spawn [`GroupCoordinator::run`], then serve requests.
 pub struct GroupCoordinator {
     pub(super) config: GroupConfig,
+    /// Groups' own settings (group configs), by group id.
+    group_settings: RwLock<HashMap<String, ConsumerGroupSettings>>,
     pub(super) store: Arc<dyn GroupStore>,
     pub(super) groups: Mutex<HashMap<String, Arc<Mutex<Group>>>>,
     /// Wall clock derived from the (pausable) tokio clock, so timestamps and timers agree.
@@ -106,6 +108,7 @@ impl GroupCoordinator {
             .unwrap_or(0);
         Arc::new(GroupCoordinator {
             config,
+            group_settings: RwLock::new(HashMap::new()),
             store,
             groups: Mutex::new(HashMap::new()),
             base_instant: Instant::now(),
@@ -113,6 +116,33 @@ impl GroupCoordinator {
             wake_at: Mutex::new(None),
             wake: Notify::new(),
         })
+    }
+
+    /// Replaces every group's own settings (a group config changed): each applies from the
+    /// group's next heartbeat.
+    pub fn set_group_settings(&self, all: HashMap<String, ConsumerGroupSettings>) {
+        *self
+            .group_settings
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = all;
+    }
+
+    /// The session timeout and heartbeat interval of consumer-protocol group `group`: its
+    /// own, else the broker's.
+    pub(super) fn consumer_timing(&self, group: &str) -> (i32, i32) {
+        let own = self
+            .group_settings
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(group)
+            .copied()
+            .unwrap_or_default();
+        (
+            own.session_timeout_ms
+                .unwrap_or(self.config.consumer_session_timeout_ms),
+            own.heartbeat_interval_ms
+                .unwrap_or(self.config.consumer_heartbeat_interval_ms),
+        )
     }
 
     /// The `__consumer_offsets` partition of a group: Kafka's

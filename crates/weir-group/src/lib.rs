@@ -72,6 +72,15 @@ pub struct GroupConfig {
     pub consumer_assignors: Vec<String>,
 }
 
+/// One group's own values of the consumer protocol's settings (Kafka's group configs,
+/// `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms`): `None` takes the
+/// broker's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConsumerGroupSettings {
+    pub session_timeout_ms: Option<i32>,
+    pub heartbeat_interval_ms: Option<i32>,
+}
+
 impl Default for GroupConfig {
     fn default() -> Self {
         GroupConfig {

@@ -128,7 +128,7 @@ impl ResourceType {
                 DescribeConfigs,
                 AlterConfigs,
             ],
-            ResourceType::Group => &[Read, Describe, Delete],
+            ResourceType::Group => &[Read, Describe, Delete, DescribeConfigs, AlterConfigs],
             ResourceType::Cluster => &[
                 Create,
                 ClusterAction,

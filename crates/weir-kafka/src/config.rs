@@ -73,6 +73,8 @@ pub enum ConfigSource {
     /// Kafka's default.
     Default,
     DynamicBrokerLogger,
+    /// Set on the group (a GROUP config resource, KIP-848).
+    DynamicGroup,
 }
 
 impl ConfigSource {
@@ -86,6 +88,7 @@ impl ConfigSource {
             ConfigSource::StaticBroker => 4,
             ConfigSource::Default => 5,
             ConfigSource::DynamicBrokerLogger => 6,
+            ConfigSource::DynamicGroup => 8,
         }
     }
 
@@ -98,6 +101,7 @@ impl ConfigSource {
             4 => ConfigSource::StaticBroker,
             5 => ConfigSource::Default,
             6 => ConfigSource::DynamicBrokerLogger,
+            8 => ConfigSource::DynamicGroup,
             _ => ConfigSource::Unknown,
         }
     }
@@ -112,6 +116,7 @@ impl ConfigSource {
             ConfigSource::StaticBroker => "STATIC_BROKER_CONFIG",
             ConfigSource::Default => "DEFAULT_CONFIG",
             ConfigSource::DynamicBrokerLogger => "DYNAMIC_BROKER_LOGGER_CONFIG",
+            ConfigSource::DynamicGroup => "DYNAMIC_GROUP_CONFIG",
         }
     }
 }

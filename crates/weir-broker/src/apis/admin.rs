@@ -37,11 +37,12 @@ use crate::dynamic_config::{self, Scope};
 use crate::mutation_quota::Limit;
 use crate::request::RequestContext;
 use crate::topics::Topic;
-use crate::{kafka_configs, log_levels};
+use crate::{group_configs, kafka_configs, log_levels};
 
 const RESOURCE_TOPIC: i8 = ConfigResourceType::Topic.code();
 const RESOURCE_BROKER: i8 = ConfigResourceType::Broker.code();
 const RESOURCE_BROKER_LOGGER: i8 = ConfigResourceType::BrokerLogger.code();
+const RESOURCE_GROUP: i8 = ConfigResourceType::Group.code();
 
 fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
@@ -754,11 +755,29 @@ pub fn describe_configs(
                         .collect();
                 }
             },
+            RESOURCE_GROUP => match group_configs::check_name(&res.resource_name, true) {
+                Err(e) => {
+                    r.error_code = e.code;
+                    r.error_message = Some(s(e.message));
+                }
+                Ok(()) => {
+                    let value = |name: &str| broker.group_config_broker_value(name);
+                    r.configs = group_configs::describe(
+                        &broker.group_configs.of(&res.resource_name),
+                        &value,
+                        req.include_synonyms,
+                    )
+                    .into_iter()
+                    .filter(|e| keep(&e.name))
+                    .map(|e| describe_result(e, v, req.include_documentation))
+                    .collect();
+                }
+            },
             other => {
                 r.error_code = E::InvalidRequest.code();
                 r.error_message = Some(s(format!(
-                    "resource type {other} is not supported: topics (2), brokers (4) and \
-                     broker loggers (8) are"
+                    "resource type {other} is not supported: topics (2), brokers (4), \
+                     broker loggers (8) and groups (32) are"
                 )));
             }
         }
@@ -994,6 +1013,15 @@ fn config_access(
                 ),
             ))
         }
+        RESOURCE_GROUP if !broker.allowed(ctx, op, ResourceType::Group, name) => {
+            Err(ApiError::new(
+                E::GroupAuthorizationFailed,
+                format!(
+                    "{} may not {verb} the settings of group '{name}'",
+                    ctx.principal
+                ),
+            ))
+        }
         RESOURCE_BROKER | RESOURCE_BROKER_LOGGER if !broker.allowed_on_cluster(ctx, op) => {
             Err(ApiError::new(
                 E::ClusterAuthorizationFailed,
@@ -1052,6 +1080,23 @@ pub fn alter_configs(
                     set.insert(c.name.to_string(), value.to_string());
                 }
                 super::off_worker(|| broker.set_broker_configs(scope, set, req.validate_only))
+            })(),
+            RESOURCE_GROUP => (|| {
+                // As for a topic, the legacy API replaces the group's whole set.
+                group_configs::check_name(&res.resource_name, false)?;
+                let mut set = BTreeMap::new();
+                for c in &res.configs {
+                    let value = c.value.as_ref().ok_or_else(|| {
+                        ApiError::new(
+                            E::InvalidConfig,
+                            format!("config {} has a null value", c.name),
+                        )
+                    })?;
+                    set.insert(c.name.to_string(), value.to_string());
+                }
+                super::off_worker(|| {
+                    broker.set_group_configs(&res.resource_name, set, req.validate_only)
+                })
             })(),
             other => Err(ApiError::new(
                 E::InvalidRequest,
@@ -1120,6 +1165,19 @@ pub fn incremental_alter_configs(
                     |_| defaults.value_of("cleanup.policy"),
                 )?;
                 super::off_worker(|| broker.set_broker_configs(scope, set, req.validate_only))
+            })(),
+            RESOURCE_GROUP => (|| {
+                group_configs::check_name(&res.resource_name, false)?;
+                // As Kafka: no group key takes APPEND or SUBTRACT, its one list among them.
+                let set = apply_ops(
+                    broker.group_configs.of(&res.resource_name),
+                    &res.configs,
+                    |_| false,
+                    |_| None,
+                )?;
+                super::off_worker(|| {
+                    broker.set_group_configs(&res.resource_name, set, req.validate_only)
+                })
             })(),
             RESOURCE_BROKER_LOGGER => (|| {
                 logger_broker(broker, &res.resource_name)?;
@@ -1211,7 +1269,14 @@ fn apply_ops(
                 if !is_list(&name) {
                     return Err(ApiError::new(
                         E::InvalidConfig,
-                        format!("{name} is not a list: APPEND and SUBTRACT need one"),
+                        format!(
+                            "Can't {} to key {name} because its type is not LIST.",
+                            if c.config_operation == APPEND {
+                                "APPEND"
+                            } else {
+                                "SUBTRACT"
+                            }
+                        ),
                     ));
                 }
                 let before = set
