@@ -500,8 +500,8 @@ def replicated_failover(brokers, everyone):
 
 
 def shared_state(brokers):
-    """Dynamic broker configs, quotas and SCRAM users changed through one broker are what
-    the others enforce."""
+    """Dynamic broker configs, group configs, quotas and SCRAM users changed through one
+    broker are what the others enforce."""
     b1, b3 = brokers[1].addr, brokers[3].addr
     r = weir("configs", "alter", "--bootstrap", b1, "--broker-defaults",
              "--add-config", "log.retention.ms=3600000")
@@ -516,6 +516,19 @@ def shared_state(brokers):
         check(True, "broker 3 applies a broker default set through broker 1")
     except TimeoutError:
         check(False, "broker 3 applies a broker default set through broker 1")
+    r = weir("configs", "alter", "--bootstrap", b1, "--group", "shared-g",
+             "--add-config", "consumer.session.timeout.ms=50000")
+    check(r.returncode == 0, "weir configs alter --group through broker 1 " + r.stderr.decode()[-200:])
+
+    def group_seen_by_3():
+        d = weir("configs", "describe", "--bootstrap", b3, "--group", "shared-g", "--json")
+        return any(c.get("name") == "consumer.session.timeout.ms" and c.get("value") == "50000"
+                   and c.get("source") == "DYNAMIC_GROUP_CONFIG" for c in json.loads(d.stdout or b"[]"))
+    try:
+        wait("broker 3 describes it", 10, group_seen_by_3)
+        check(True, "broker 3 describes a group config set through broker 1")
+    except TimeoutError:
+        check(False, "broker 3 describes a group config set through broker 1")
     r = weir("quotas", "alter", "--bootstrap", b1, "--client-id", "shared-q",
              "--add-config", "producer_byte_rate=1048576")
     check(r.returncode == 0, "weir quotas alter through broker 1 " + r.stderr.decode()[-200:])

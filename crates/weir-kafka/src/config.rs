@@ -44,6 +44,8 @@ pub enum ConfigResource {
     /// Every broker's dynamic default (Kafka's `--entity-default` of `--entity-type
     /// brokers`): a broker resource with an empty name.
     BrokerDefaults,
+    /// A group's own configs (KIP-848's `--entity-type groups`).
+    Group(String),
 }
 
 impl ConfigResource {
@@ -53,6 +55,7 @@ impl ConfigResource {
             ConfigResource::Topic(t) => (ConfigResourceType::Topic.code(), t.clone()),
             ConfigResource::Broker(b) => (ConfigResourceType::Broker.code(), b.to_string()),
             ConfigResource::BrokerDefaults => (ConfigResourceType::Broker.code(), String::new()),
+            ConfigResource::Group(g) => (ConfigResourceType::Group.code(), g.clone()),
         }
     }
 }

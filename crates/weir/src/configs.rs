@@ -1,6 +1,6 @@
-//! `weir configs`: the configs of a topic, a broker or every broker's defaults on any
-//! Kafka-compatible broker, as `kafka-configs --entity-type topics|brokers` shows and
-//! changes them (`--entity-default` is `--broker-defaults`).
+//! `weir configs`: the configs of a topic, a broker, every broker's defaults or a group on
+//! any Kafka-compatible broker, as `kafka-configs --entity-type topics|brokers|groups` shows
+//! and changes them (`--entity-default` is `--broker-defaults`).
 
 use std::process::ExitCode;
 
@@ -15,7 +15,7 @@ pub struct Args {
     command: Command,
 }
 
-/// Whose configs: one topic, one broker, or every broker's dynamic defaults.
+/// Whose configs: one topic, one broker, every broker's dynamic defaults, or one group.
 #[derive(clap::Args)]
 #[group(required = true, multiple = false)]
 struct Entity {
@@ -28,14 +28,18 @@ struct Entity {
     /// The defaults every broker takes (a dynamic config set for the whole cluster).
     #[arg(long)]
     broker_defaults: bool,
+    /// A consumer group (its own session timeout, heartbeat interval, …).
+    #[arg(long)]
+    group: Option<String>,
 }
 
 impl Entity {
     fn resource(&self) -> ConfigResource {
-        match (&self.topic, self.broker) {
-            (Some(t), _) => ConfigResource::Topic(t.clone()),
-            (None, Some(b)) => ConfigResource::Broker(b),
-            (None, None) => ConfigResource::BrokerDefaults,
+        match (&self.topic, self.broker, &self.group) {
+            (Some(t), _, _) => ConfigResource::Topic(t.clone()),
+            (None, Some(b), _) => ConfigResource::Broker(b),
+            (None, None, Some(g)) => ConfigResource::Group(g.clone()),
+            (None, None, None) => ConfigResource::BrokerDefaults,
         }
     }
 
@@ -44,6 +48,7 @@ impl Entity {
             ConfigResource::Topic(t) => format!("topic '{t}'"),
             ConfigResource::Broker(b) => format!("broker {b}"),
             ConfigResource::BrokerDefaults => "the brokers' defaults".into(),
+            ConfigResource::Group(g) => format!("group '{g}'"),
         }
     }
 }

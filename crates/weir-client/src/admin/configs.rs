@@ -54,6 +54,7 @@ fn resource_item((kind, name): &(i8, String)) -> String {
         Some(ConfigResourceType::Broker) if name.is_empty() => "the brokers' defaults".into(),
         Some(ConfigResourceType::Broker) => format!("broker {name}"),
         Some(ConfigResourceType::Topic) => format!("topic '{name}'"),
+        Some(ConfigResourceType::Group) => format!("group '{name}'"),
         _ => format!("resource '{name}' of type {kind}"),
     }
 }
@@ -65,7 +66,9 @@ impl Admin {
         // A broker's configs are answered by that broker.
         let route = match resource {
             ConfigResource::Broker(id) => Route::Broker(*id),
-            ConfigResource::Topic(_) | ConfigResource::BrokerDefaults => Route::Any,
+            ConfigResource::Topic(_)
+            | ConfigResource::BrokerDefaults
+            | ConfigResource::Group(_) => Route::Any,
         };
         let build = |_| {
             let mut req = DescribeConfigsRequest::default();
@@ -115,6 +118,8 @@ impl Admin {
         let route = match resource {
             ConfigResource::Broker(id) => Route::Broker(*id),
             ConfigResource::Topic(_) | ConfigResource::BrokerDefaults => Route::Controller,
+            // Any broker takes a group's configs, as Kafka's Admin sends them.
+            ConfigResource::Group(_) => Route::Any,
         };
         let build = |_| {
             let mut req = IncrementalAlterConfigsRequest::default();
