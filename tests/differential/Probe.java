@@ -198,7 +198,10 @@ public class Probe {
             new String[] {"log.cleanup.policy", "compact,keep"},
             new String[] {"sasl.kerberos.service.name", "kafka"},
             new String[] {"sasl.kerberos.min.time.before.relogin", "60000"},
-            new String[] {"listener.name.plaintext.sasl.kerberos.service.name", "kafka"},
+            // A listener the broker does not have. For PLAINTEXT's own setting Kafka 4.4
+            // answered ok in some runs and "Configs cannot be updated dynamically for
+            // existing listener" in others, so that one cannot be compared.
+            new String[] {"listener.name.external.sasl.kerberos.service.name", "kafka"},
             new String[] {"ssl.keystore.location", "/nonexistent.jks"},
             new String[] {"num.partitions", "3"},
             new String[] {"broker.id", "7"},
