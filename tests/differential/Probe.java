@@ -111,6 +111,7 @@ public class Probe {
             return m;
         });
         s.put("quotas/ip", Probe::ipQuotas);
+        s.put("quotas/request-percentage", Probe::requestPercentage);
         s.put("configs/group-keys", Configs::groupKeys);
         s.put("configs/group-alter", Configs::groupAlter);
         // Its files (the .txnindex among them) are read by kafka-dump-log (dump-log/).
@@ -599,6 +600,45 @@ public class Probe {
         for (var e : List.of(ip, defaultIp)) {
             admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(e,
                 List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("connection_creation_rate", null)))))
+                .all().get();
+        }
+        return m;
+    }
+
+    /** request_percentage (a share of one request handler thread's time): taken, refused and
+     *  described as Kafka does, for each kind of entity. */
+    static Map<String, Object> requestPercentage() throws Exception {
+        Map<String, Object> m = new TreeMap<>();
+        var user = new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of("user", "rp-alice"));
+        var client = new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of("client-id", "rp-app"));
+        var both = new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of("user", "rp-alice", "client-id", "rp-app"));
+        var defaultClient = new org.apache.kafka.common.quota.ClientQuotaEntity(Collections.singletonMap("client-id", null));
+        var ip = new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of("ip", "192.0.2.9"));
+        Map<String, Object[]> tries = new LinkedHashMap<>();
+        tries.put("user 50", new Object[] {user, 50.0});
+        tries.put("client 200", new Object[] {client, 200.0});
+        tries.put("user and client 12.5", new Object[] {both, 12.5});
+        tries.put("default client 1000", new Object[] {defaultClient, 1000.0});
+        tries.put("user 0", new Object[] {user, 0.0});
+        tries.put("user -1", new Object[] {user, -1.0});
+        tries.put("user 0.001", new Object[] {user, 0.001});
+        tries.put("ip 50", new Object[] {ip, 50.0});
+        for (var t : tries.entrySet()) {
+            Object[] a = t.getValue();
+            var alt = new org.apache.kafka.common.quota.ClientQuotaAlteration(
+                (org.apache.kafka.common.quota.ClientQuotaEntity) a[0],
+                List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("request_percentage", (Double) a[1])));
+            m.put(t.getKey(), outcome(() -> admin.alterClientQuotas(List.of(alt)).all().get()));
+        }
+        Map<String, Object> got = new TreeMap<>();
+        admin.describeClientQuotas(org.apache.kafka.common.quota.ClientQuotaFilter.all()).entities().get()
+            .forEach((e, q) -> {
+                if (q.containsKey("request_percentage")) got.put(e.entries().toString(), new TreeMap<>(q));
+            });
+        m.put("described", got);
+        for (var e : List.of(user, client, both, defaultClient)) {
+            admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(e,
+                List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("request_percentage", null)))))
                 .all().get();
         }
         return m;

@@ -28,6 +28,7 @@ use crate::apis;
 use crate::broker::Broker;
 use crate::memory::{Held, RequestMemory};
 use crate::request::{RequestContext, Response};
+use crate::request_quota;
 use crate::versions::api_versions_response;
 use crate::wire::{self, Decoded, Outgoing};
 
@@ -490,6 +491,12 @@ async fn handle_frame(
     let response = match request {
         RequestKind::SaslHandshake(r) => apis::sasl::handshake(&ctx, session, r),
         RequestKind::SaslAuthenticate(r) => apis::sasl::authenticate(broker, &ctx, session, r),
+        request if !request_quota::exempt(&request) && broker.quotas.any_request_quota() => {
+            let mut timed = request_quota::PollTimed::new(apis::handle(broker, &ctx, request));
+            let mut answer = (&mut timed).await?;
+            request_quota::apply(broker, &ctx, &mut answer, timed.nanos);
+            (answer, false)
+        }
         request => (apis::handle(broker, &ctx, request).await?, false),
     };
     let response: (Response, bool) = response;

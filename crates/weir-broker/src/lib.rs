@@ -27,7 +27,8 @@
 //!   and the markers, here and through WriteTxnMarkers; [`coordinator_log`]: reading a
 //!   coordinator's partition back.
 //! - [`descriptors`]: the file-descriptor budget, split between connections and logs;
-//!   [`mutation_quota`]: Kafka's controller mutation quota on creating and deleting.
+//!   [`mutation_quota`]: Kafka's controller mutation quota on creating and deleting;
+//!   [`request_quota`]: Kafka's request quota on the time handlers take.
 //! - [`config`]: Kafka's broker settings, checked at start-up; [`metrics`]: Prometheus.
 //!
 //! Wire messages are the `kafka-protocol` crate's; Kafka's vocabulary is weir-kafka's;
@@ -54,6 +55,7 @@ pub mod partition;
 pub mod replica_fetcher;
 pub mod replica_set;
 pub mod request;
+pub mod request_quota;
 pub mod server;
 pub mod throttled_log;
 pub mod topics;

@@ -1,11 +1,13 @@
-//! Client quotas with Kafka's model: byte rates for produce and fetch, set per user, per
-//! client id, or per (user, client id), each with a `<default>` form, and enforced by
-//! throttling, so one client cannot starve the rest.
+//! Client quotas with Kafka's model: byte rates for produce and fetch and a share of request
+//! handling time (`request_percentage`), set per user, per client id, or per (user, client
+//! id), each with a `<default>` form, and enforced by throttling, so one client cannot starve
+//! the rest.
 //!
 //! - **Which quota applies**: the most specific one set, in Kafka's order — (user,
 //!   client id), (user, default client), (user), (default user, client id), (default
 //!   user, default client), (default user), (client id), (default client). Each kind
-//!   (`producer_byte_rate`, `consumer_byte_rate`) is resolved on its own.
+//!   (`producer_byte_rate`, `consumer_byte_rate`, `request_percentage`) is resolved on its
+//!   own.
 //! - **Who shares it**: a quota set for a user alone is shared by all that user's client
 //!   ids; one for a client id alone by every user of that id; any other is per (user,
 //!   client id). That is Kafka's choice of metric tags.
@@ -15,6 +17,7 @@
 //! - **Throttling**: above its quota, a client is told `throttle_time_ms`, the time that
 //!   brings its rate back to the quota ((rate − quota) / quota × window), and its
 //!   connection is not read for that long (KIP-219). A throttled fetch is answered empty.
+//!   A request-time throttle is at most one window, as Kafka bounds it.
 //!
 //! The quotas are kept in `weir-quotas.json` in the first data directory, written
 //! atomically on each change (Kafka keeps them in its metadata log). This is hand-written
@@ -33,12 +36,6 @@ use weir_kafka::quota::{
 };
 
 pub const QUOTAS_FILE: &str = "weir-quotas.json";
-
-/// Kafka's other client quota keys, refused with why.
-pub const NOT_ENFORCED: &[(&str, &str)] = &[(
-    REQUEST_PERCENTAGE,
-    "request-time quotas are not enforced by Weir",
-)];
 
 /// Checks a quota value as AlterClientQuotas takes it for `entity`, with Kafka's words: an
 /// IP's quota is `connection_creation_rate`, a whole number of connections per second, more
@@ -67,11 +64,14 @@ pub fn check_entry(entity: &Entity, key: &str, value: f64) -> Result<(), String>
     check_value(key, value)
 }
 
-/// Checks a user's or client id's quota value: a key Weir enforces, and a whole, positive
-/// number of bytes per second, or a positive rate of partition mutations.
+/// Checks a user's or client id's quota value: a whole, positive number of bytes per second,
+/// a positive rate of partition mutations, or a positive share of request handling time.
 pub fn check_value(key: &str, value: f64) -> Result<(), String> {
-    if let Some((_, why)) = NOT_ENFORCED.iter().find(|(k, _)| *k == key) {
-        return Err(format!("{key}: {why}"));
+    if key == REQUEST_PERCENTAGE {
+        if !(value > 0.0 && value.is_finite()) {
+            return Err(format!("Quota {key} must be greater than 0"));
+        }
+        return Ok(());
     }
     if key == CONTROLLER_MUTATION_RATE {
         if !(value > 0.0 && value.is_finite()) {
@@ -83,8 +83,8 @@ pub fn check_value(key: &str, value: f64) -> Result<(), String> {
     }
     if key != PRODUCER_BYTE_RATE && key != CONSUMER_BYTE_RATE {
         return Err(format!(
-            "unknown quota '{key}' ({PRODUCER_BYTE_RATE}, {CONSUMER_BYTE_RATE} and \
-             {CONTROLLER_MUTATION_RATE} are enforced)"
+            "unknown quota '{key}' ({PRODUCER_BYTE_RATE}, {CONSUMER_BYTE_RATE}, \
+             {REQUEST_PERCENTAGE} and {CONTROLLER_MUTATION_RATE} are enforced)"
         ));
     }
     if !(value >= 1.0 && value.fract() == 0.0 && value <= i64::MAX as f64) {
@@ -95,11 +95,13 @@ pub fn check_value(key: &str, value: f64) -> Result<(), String> {
     Ok(())
 }
 
-/// The two kinds of byte rate.
+/// What a rate measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     Produce,
     Fetch,
+    /// Time spent handling requests, in percent of one thread's time.
+    Request,
     /// Connections opened from one address.
     Connection,
 }
@@ -109,6 +111,7 @@ impl Kind {
         match self {
             Kind::Produce => PRODUCER_BYTE_RATE,
             Kind::Fetch => CONSUMER_BYTE_RATE,
+            Kind::Request => REQUEST_PERCENTAGE,
             Kind::Connection => CONNECTION_CREATION_RATE,
         }
     }
@@ -334,19 +337,53 @@ impl Quotas {
     /// Records `bytes` for this client and returns how long to throttle it, in ms (0
     /// while it is within its quota, or has none).
     pub fn record(&self, kind: Kind, user: &str, client_id: &str, bytes: usize, now: i64) -> u32 {
-        let Some((limit, ut, ct)) = self.limit(kind.key(), user, client_id) else {
-            return 0;
-        };
+        self.record_value(kind, user, client_id, bytes as f64, now)
+            .unwrap_or(0)
+    }
+
+    /// Records the time one request of this client took to handle and returns how long to
+    /// throttle it, in ms. As Kafka's request quota: the time counts in percent of one
+    /// thread's second, so `request_percentage=50` allows half a thread; the throttle is at
+    /// most one window (`quota.window.size.seconds`).
+    pub fn record_request(&self, user: &str, client_id: &str, nanos: u64, now: i64) -> u32 {
+        let percent = nanos as f64 * 100.0 / 1e9;
+        match self.record_value(Kind::Request, user, client_id, percent, now) {
+            Some(ms) => ms.min(self.windows.window_ms.clamp(0, u32::MAX as i64) as u32),
+            None => 0,
+        }
+    }
+
+    /// Whether any entity sets a request-time quota (when none does, a request's handling
+    /// time need not be measured).
+    pub fn any_request_quota(&self) -> bool {
+        let configs = self.configs.read().unwrap_or_else(|e| e.into_inner());
+        configs
+            .value
+            .values()
+            .any(|q| q.contains_key(REQUEST_PERCENTAGE))
+    }
+
+    /// Records `value` on the rate of `kind` for this client: the throttle in ms, or `None`
+    /// if no quota of that kind applies to it.
+    fn record_value(
+        &self,
+        kind: Kind,
+        user: &str,
+        client_id: &str,
+        value: f64,
+        now: i64,
+    ) -> Option<u32> {
+        let (limit, ut, ct) = self.limit(kind.key(), user, client_id)?;
         let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
         let w = self.windows;
         let rate = rate_of(&mut rates, w, (kind, ut, ct), now);
-        rate.record(w, bytes as f64, now);
+        rate.record(w, value, now);
         let observed = rate.value(w, now);
         if observed <= limit {
-            return 0;
+            return Some(0);
         }
         let throttle = (observed - limit) / limit * rate.window(w, now) as f64;
-        throttle.round().clamp(0.0, i32::MAX as f64) as u32
+        Some(throttle.round().clamp(0.0, i32::MAX as f64) as u32)
     }
 
     /// Takes back bytes recorded for a fetch that is answered empty because it was
@@ -544,7 +581,6 @@ mod tests {
         for bad in [0.0, -1.0, f64::INFINITY, f64::NAN] {
             assert!(check_value(CONTROLLER_MUTATION_RATE, bad).is_err(), "{bad}");
         }
-        assert!(check_value(REQUEST_PERCENTAGE, 50.0).is_err());
         let (_d, q) = quotas(&[
             (None, named("admin"), CONTROLLER_MUTATION_RATE, 2.0),
             (None, named("admin"), PRODUCER_BYTE_RATE, 100.0),
@@ -567,6 +603,25 @@ mod tests {
         assert_eq!(q.record(Kind::Produce, "u", "other", 1 << 30, 0), 0);
         // After 20 s the old samples have left the window.
         assert_eq!(q.record(Kind::Produce, "u", "app", 100, 20_000), 0);
+    }
+
+    #[test]
+    fn request_time_counts_in_percent_of_a_thread_and_throttles_for_at_most_a_window() {
+        let (_d, q) = quotas(&[(None, named("app"), REQUEST_PERCENTAGE, 10.0)]);
+        assert!(q.any_request_quota());
+        assert!(check_value(REQUEST_PERCENTAGE, 0.001).is_ok());
+        for bad in [0.0, -1.0, f64::INFINITY, f64::NAN] {
+            assert!(check_value(REQUEST_PERCENTAGE, bad).is_err(), "{bad}");
+        }
+        // Half a second of handling: 50 percent-seconds over the 10 s window is 5 %.
+        assert_eq!(q.record_request("u", "app", 500_000_000, 0), 0);
+        // One more second: 15 %; (15 - 10) / 10 × 10 s = 5 s, bounded by the 1 s window.
+        assert_eq!(q.record_request("u", "app", 1_000_000_000, 0), 1_000);
+        // Byte rates and other clients are measured apart.
+        assert_eq!(q.record(Kind::Produce, "u", "app", 1 << 30, 0), 0);
+        assert_eq!(q.record_request("u", "other", 10_000_000_000, 0), 0);
+        let (_d, none) = quotas(&[(None, named("app"), PRODUCER_BYTE_RATE, 1000.0)]);
+        assert!(!none.any_request_quota());
     }
 
     #[test]

@@ -52,11 +52,11 @@ fn clients_over_their_byte_rate_are_throttled_and_others_are_not() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    // Quotas Weir does not enforce, and rates that are not rates, are refused.
+    // Rates that are not rates are refused.
     for bad in [
-        "request_percentage=50",
         "producer_byte_rate=0",
         "producer_byte_rate=1.5",
+        "request_percentage=0",
     ] {
         let out = quotas(&[
             "alter",
@@ -162,6 +162,89 @@ for cid in ["fast-reader", "slow-reader"]:
         secs(&slow) >= 1.5,
         "slow-reader read 800 kB in {} s",
         secs(&slow)
+    );
+}
+
+/// A request quota (`request_percentage`) set for one client id: that producer's answers
+/// carry a throttle time and it is held back, while a producer without one on the same
+/// broker is not, and every record of both is acknowledged in order.
+#[test]
+fn a_client_over_its_request_percentage_is_throttled_and_others_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("data"),
+        &["quota.window.num=3".to_string()],
+    );
+    let b = server.addr.as_str();
+    weir(&["topics", "create", "--bootstrap", b, "--topic", "r"]);
+    // 0.001 % of a thread: 10 µs of handling a second, 20 µs for the first burst (averaged
+    // over 2 of the 3 one-second samples), less than one produce request takes.
+    let out = quotas(&[
+        "alter",
+        "--bootstrap",
+        b,
+        "--client-id",
+        "busy",
+        "--add-config",
+        "request_percentage=0.001",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = quotas(&["describe", "--bootstrap", b, "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        listed,
+        serde_json::json!([
+            {"entity": {"client-id": "busy"}, "quotas": {"request_percentage": 0.001}},
+        ])
+    );
+    let script = format!(
+        r#"
+from kafka import KafkaProducer
+
+def throttle_max(client):
+    return max([v for g in client.metrics().values() for k, v in g.items()
+                if k == "throttle-time-max" and v == v] + [0])
+
+for cid in ["idle", "busy"]:
+    p = KafkaProducer(bootstrap_servers="{b}", client_id=cid, acks="all")
+    offsets = [p.send("r", value=b"%s-%d" % (cid.encode(), i)).get(timeout=60).offset
+               for i in range(5)]
+    print(cid, throttle_max(p), offsets == sorted(offsets) and len(set(offsets)) == 5)
+    p.close()
+"#
+    );
+    let out = Command::new(python())
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{stdout}");
+    let line = |who: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{who} ")))
+            .unwrap_or_else(|| panic!("no result for {who}: {stdout}"))
+            .split_whitespace()
+            .map(String::from)
+            .collect()
+    };
+    let (idle, busy) = (line("idle"), line("busy"));
+    for l in [&idle, &busy] {
+        assert_eq!(l[2], "True", "records lost or reordered: {l:?}");
+    }
+    assert_eq!(idle[1].parse::<f64>().unwrap(), 0.0, "idle was throttled");
+    assert!(
+        busy[1].parse::<f64>().unwrap() > 0.0,
+        "the broker never told busy to back off: {busy:?}"
     );
 }
 
