@@ -22,6 +22,40 @@ fn quotas(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// A kafka-python helper: the largest throttle time a client was told by the broker.
+const THROTTLE_MAX: &str = r#"
+def throttle_max(client):
+    return max([v for g in client.metrics().values() for k, v in g.items()
+                if k == "throttle-time-max" and v == v] + [0])
+"#;
+
+/// Runs a Python script that must succeed and returns what it printed.
+fn run_python(script: &str) -> String {
+    let out = Command::new(python())
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{stdout}");
+    stdout
+}
+
+/// The words of the line the script printed for `who`.
+fn result_line(stdout: &str, who: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{who} ")))
+        .unwrap_or_else(|| panic!("no result for {who}: {stdout}"))
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
 #[test]
 fn clients_over_their_byte_rate_are_throttled_and_others_are_not() {
     let dir = tempfile::tempdir().unwrap();
@@ -86,10 +120,7 @@ fn clients_over_their_byte_rate_are_throttled_and_others_are_not() {
 import time
 from kafka import KafkaProducer, KafkaConsumer
 
-def throttle_max(client):
-    return max([v for g in client.metrics().values() for k, v in g.items()
-                if k == "throttle-time-max" and v == v] + [0])
-
+{THROTTLE_MAX}
 for cid in ["fast", "slow"]:
     p = KafkaProducer(bootstrap_servers="{b}", client_id=cid, acks="all", linger_ms=5)
     start = time.monotonic()
@@ -114,26 +145,8 @@ for cid in ["fast-reader", "slow-reader"]:
     c.close()
 "#
     );
-    let out = Command::new(python())
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("{stdout}");
-    let line = |who: &str| -> Vec<String> {
-        stdout
-            .lines()
-            .find(|l| l.starts_with(&format!("{who} ")))
-            .unwrap_or_else(|| panic!("no result for {who}: {stdout}"))
-            .split_whitespace()
-            .map(String::from)
-            .collect()
-    };
+    let stdout = run_python(&script);
+    let line = |who: &str| result_line(&stdout, who);
     let secs = |l: &[String]| l[2].parse::<f64>().unwrap();
     let throttle = |l: &[String]| l[3].parse::<f64>().unwrap();
 
@@ -205,10 +218,7 @@ fn a_client_over_its_request_percentage_is_throttled_and_others_are_not() {
         r#"
 from kafka import KafkaProducer
 
-def throttle_max(client):
-    return max([v for g in client.metrics().values() for k, v in g.items()
-                if k == "throttle-time-max" and v == v] + [0])
-
+{THROTTLE_MAX}
 for cid in ["idle", "busy"]:
     p = KafkaProducer(bootstrap_servers="{b}", client_id=cid, acks="all")
     offsets = [p.send("r", value=b"%s-%d" % (cid.encode(), i)).get(timeout=60).offset
@@ -217,26 +227,8 @@ for cid in ["idle", "busy"]:
     p.close()
 "#
     );
-    let out = Command::new(python())
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("{stdout}");
-    let line = |who: &str| -> Vec<String> {
-        stdout
-            .lines()
-            .find(|l| l.starts_with(&format!("{who} ")))
-            .unwrap_or_else(|| panic!("no result for {who}: {stdout}"))
-            .split_whitespace()
-            .map(String::from)
-            .collect()
-    };
+    let stdout = run_python(&script);
+    let line = |who: &str| result_line(&stdout, who);
     let (idle, busy) = (line("idle"), line("busy"));
     for l in [&idle, &busy] {
         assert_eq!(l[2], "True", "records lost or reordered: {l:?}");
