@@ -205,15 +205,15 @@ def admin():
                         "socket.timeout.ms": 3000})
 
 
-def metadata_of(b):
+def metadata_of(b, topic=True):
     """Broker `b`'s own view (Metadata v1, asked of it alone, by hand, so that no client
     picks another broker to ask): (brokers, controller, {partition: (leader, replicas,
-    isr)}) of the topic."""
+    isr)}) of the topic (of no topic, with `topic=False`)."""
     import struct
     name = TOPIC.encode()
     client = b"fault-suite"
     body = struct.pack(">hhih", 3, 1, 1, len(client)) + client
-    body += struct.pack(">ih", 1, len(name)) + name
+    body += struct.pack(">ih", 1, len(name)) + name if topic else struct.pack(">i", 0)
     with socket.create_connection(addr(b).rsplit(":", 1), 2) as s:
         s.settimeout(2)
         s.sendall(struct.pack(">i", len(body)) + body)
@@ -472,7 +472,13 @@ def main():
         brokers = {b: Broker(work, args.weir, b) for b in BROKERS}
         for b in brokers.values():
             b.start()
-        wait("three brokers", 60, lambda: len(admin().list_topics(timeout=3).brokers) == 3)
+        # librdkafka's admin client asks one broker who the controller is and, told "none
+        # yet", waits for a change that may never come: every broker must know it first.
+        def agreed():
+            views = [metadata_of(b, topic=False)[:2] for b in BROKERS]
+            return all(v == views[0] and v[0] == list(BROKERS) and v[1] in BROKERS
+                       for v in views)
+        wait("three brokers, each naming the same controller", 60, agreed)
         a = admin()
         a.create_topics([NewTopic(TOPIC, PARTITIONS, 3,
                                   config={"min.insync.replicas": "2"})])[TOPIC].result(30)
