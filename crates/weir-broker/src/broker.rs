@@ -255,8 +255,8 @@ impl Broker {
         // The log defaults every topic starts from are server.properties' under the
         // dynamic broker configs.
         let dynamic = match &cluster {
-            None => DynamicConfigs::load(&config.log_dirs[0], &config.properties)?,
-            Some(m) => m.dynamic_configs(&config.properties)?,
+            None => DynamicConfigs::load(&config.log_dirs[0], &config.properties, &config.tls)?,
+            Some(m) => m.dynamic_configs(&config.properties, &config.tls)?,
         };
         config.log_defaults = dynamic.log_defaults();
         config.log_manager.default_config = config.log_defaults.clone();
@@ -1404,6 +1404,7 @@ impl Broker {
         &self,
         scope: Scope,
         set: BTreeMap<String, String>,
+        named: &[String],
         validate_only: bool,
     ) -> Result<(), ApiError> {
         // Under the topics' lock: no topic is made from the old defaults meanwhile. (In a
@@ -1427,7 +1428,7 @@ impl Broker {
         };
         let Some(configs) = self
             .dynamic
-            .replace(scope, set, validate_only, resolve_all)?
+            .replace(scope, set, named, validate_only, resolve_all)?
         else {
             return Ok(());
         };

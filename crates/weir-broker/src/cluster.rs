@@ -245,12 +245,14 @@ impl Membership {
     pub fn dynamic_configs(
         &self,
         static_props: &BTreeMap<String, String>,
+        tls: &crate::dynamic_config::Tls,
     ) -> Result<DynamicConfigs, String> {
         let session = self.session.clone();
         let node = self.session.node_id().to_string();
         DynamicConfigs::in_cluster(
             static_props,
             broker_sets(&self.image(), &node),
+            tls,
             Box::new(move |scope, set| {
                 let entity = match scope {
                     Scope::Broker => node.clone(),

@@ -48,8 +48,9 @@ pub struct BrokerConfig {
     pub listeners: Vec<Listener>,
     /// Same names as `listeners`; what Metadata tells clients to connect to.
     pub advertised_listeners: Vec<Listener>,
-    /// The TLS setup of each `SSL` listener, by name.
-    pub tls: BTreeMap<String, Arc<rustls::ServerConfig>>,
+    /// The TLS setup of each `SSL` and `SASL_SSL` listener, by name, as server.properties
+    /// makes it (the broker's dynamic configs may replace it: Broker::dynamic).
+    pub tls: crate::dynamic_config::Tls,
     /// How each `SSL` listener names client-certificate principals
     /// (`ssl.principal.mapping.rules`), by name.
     pub ssl_principals: BTreeMap<String, Arc<principal::PrincipalMapper>>,
@@ -606,7 +607,7 @@ impl BrokerConfig {
             match protocol_map.get(&l.name).map(String::as_str) {
                 Some("PLAINTEXT") => {}
                 Some("SSL") => {
-                    tls.insert(l.name.clone(), tls::server_config(&l.name, &props)?);
+                    tls.insert(l.name.clone(), Arc::new(tls::listener_tls(&l.name, &props).map_err(|e| e.to_string())?));
                     ssl_principals.insert(
                         l.name.clone(),
                         Arc::new(tls::principal_mapper(&l.name, &props)?),
@@ -616,7 +617,7 @@ impl BrokerConfig {
                     sasl.insert(l.name.clone(), SaslListener::from_properties(&l.name, &props)?);
                 }
                 Some("SASL_SSL") => {
-                    tls.insert(l.name.clone(), tls::server_config(&l.name, &props)?);
+                    tls.insert(l.name.clone(), Arc::new(tls::listener_tls(&l.name, &props).map_err(|e| e.to_string())?));
                     sasl.insert(l.name.clone(), SaslListener::from_properties(&l.name, &props)?);
                 }
                 Some(p) => return Err(format!("listener {}: unknown security protocol {p}", l.name)),

@@ -12,7 +12,10 @@
 //! — Kafka's DynamicLogConfig) apply at once: a change re-resolves every topic's config that
 //! has no override of its own. The other keys are kept and described as set, and do not
 //! change what Weir does (DescribeConfigs' documentation of each key says which Weir acts
-//! on).
+//! on). A listener's keystore and truststore (`listener.name.<l>.ssl.keystore.location`,
+//! ...) apply at once too: the new one is loaded and checked as Kafka checks it (see
+//! weir_security::tls), and new connections shake hands with it. Set again with the same
+//! path, a keystore whose file changed is loaded again, as in Kafka.
 //!
 //! Precedence is Kafka's: this broker's dynamic value, then the cluster-wide dynamic
 //! default, then server.properties, then Kafka's default; within the merged set, a key's
@@ -25,6 +28,7 @@ use std::sync::{Arc, RwLock};
 use serde::{Deserialize, Serialize};
 use weir_kafka::{ApiError, ErrorCode as E};
 use weir_log::LogConfig;
+use weir_security::tls::{self, ListenerTls, TlsError};
 
 use crate::kafka_configs::{self, UpdateMode};
 
@@ -64,10 +68,15 @@ impl Sets {
     }
 }
 
-/// Whether Weir applies `key` at once when it is set dynamically: the log defaults.
+/// Whether Weir applies `key` at once when it is set dynamically: the log defaults, and a
+/// listener's TLS settings.
 pub fn is_dynamic(key: &str) -> bool {
     LogConfig::broker_keys().contains(&key)
+        || tls::RELOADABLE.contains(&listener_base(key).unwrap_or(key))
 }
+
+/// The TLS of each `SSL` and `SASL_SSL` listener, by name.
+pub type Tls = BTreeMap<String, Arc<ListenerTls>>;
 
 /// Where a changed set is saved: the data directory's file, or (in a cluster) the
 /// cluster's metadata, through the given function.
@@ -80,26 +89,38 @@ enum Persist {
 pub type SaveSet =
     Box<dyn Fn(Scope, &BTreeMap<String, String>) -> Result<(), ApiError> + Send + Sync>;
 
-/// The dynamic configs, and the log defaults they make.
+/// The dynamic configs, and what they make.
 pub struct DynamicConfigs {
     persist: Persist,
     /// server.properties and --override, as given.
     static_props: BTreeMap<String, String>,
-    state: RwLock<(Sets, Arc<LogConfig>)>,
+    state: RwLock<State>,
+}
+
+struct State {
+    sets: Sets,
+    /// The log defaults every topic's config starts from.
+    log: Arc<LogConfig>,
+    tls: Tls,
 }
 
 impl DynamicConfigs {
     /// Loads the saved sets from `dir` (none if the file does not exist) and resolves the
     /// log defaults from them and `static_props`.
-    pub fn load(dir: &Path, static_props: &BTreeMap<String, String>) -> Result<Self, String> {
+    /// `tls` is each TLS listener's as server.properties sets it up.
+    pub fn load(
+        dir: &Path,
+        static_props: &BTreeMap<String, String>,
+        tls: &Tls,
+    ) -> Result<Self, String> {
         let path = dir.join(FILE);
         let sets: Sets = weir_security::state_file::read(&path)?.unwrap_or_default();
-        let defaults = resolve(static_props, &sets)
-            .map_err(|e| format!("{}: {}", path.display(), e.message))?;
+        let state = State::start(static_props, sets, tls)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(DynamicConfigs {
             persist: Persist::File(path),
             static_props: static_props.clone(),
-            state: RwLock::new((sets, Arc::new(defaults))),
+            state: RwLock::new(state),
         })
     }
 
@@ -108,14 +129,15 @@ impl DynamicConfigs {
     pub fn in_cluster(
         static_props: &BTreeMap<String, String>,
         sets: Sets,
+        tls: &Tls,
         save: SaveSet,
     ) -> Result<Self, String> {
-        let defaults = resolve(static_props, &sets)
-            .map_err(|e| format!("dynamic broker configs in etcd: {}", e.message))?;
+        let state = State::start(static_props, sets, tls)
+            .map_err(|e| format!("dynamic broker configs in etcd: {e}"))?;
         Ok(DynamicConfigs {
             persist: Persist::Cluster(save),
             static_props: static_props.clone(),
-            state: RwLock::new((sets, Arc::new(defaults))),
+            state: RwLock::new(state),
         })
     }
 
@@ -124,61 +146,84 @@ impl DynamicConfigs {
     /// Weir, say) are refused and the old ones kept.
     pub fn install(&self, sets: Sets) -> Result<Option<Arc<LogConfig>>, ApiError> {
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
-        if sets == state.0 {
+        if sets == state.sets {
             return Ok(None);
         }
         let defaults = Arc::new(resolve(&self.static_props, &sets)?);
-        let changed = *defaults != *state.1;
-        *state = (sets, defaults.clone());
+        let tls = reload_tls(&sets.merged(&self.static_props), &state.tls, &[])?;
+        let changed = *defaults != *state.log;
+        *state = State {
+            sets,
+            log: defaults.clone(),
+            tls,
+        };
         Ok(changed.then_some(defaults))
     }
 
     pub fn sets(&self) -> Sets {
-        self.state
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .0
-            .clone()
+        self.read().sets.clone()
     }
 
     /// The log defaults every topic's config starts from.
     pub fn log_defaults(&self) -> Arc<LogConfig> {
-        self.state
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .1
-            .clone()
+        self.read().log.clone()
+    }
+
+    /// The TLS a new connection to `listener` shakes hands with (none for a listener
+    /// without TLS).
+    pub fn tls(&self, listener: &str) -> Option<Arc<rustls::ServerConfig>> {
+        self.read().tls.get(listener).map(|t| t.config.clone())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Checks `scope`'s new set and the log defaults it makes, then `prepare`s what those
     /// defaults change (every topic's config: a topic override they make invalid refuses the
     /// change); unless `validate_only`, saves the set and makes it the one that applies.
     /// `Some` of what `prepare` made once a changed set is in force.
+    /// `named` are the keys the request named: a listener's keystore named again with the
+    /// same settings is loaded again if its file changed.
     pub fn replace<T>(
         &self,
         scope: Scope,
         set: BTreeMap<String, String>,
+        named: &[String],
         validate_only: bool,
         prepare: impl FnOnce(&Arc<LogConfig>) -> Result<T, ApiError>,
     ) -> Result<Option<T>, ApiError> {
         check(scope, &set)?;
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
-        let mut sets = state.0.clone();
+        let mut sets = state.sets.clone();
         match scope {
             Scope::Broker => sets.broker = set,
             Scope::ClusterDefault => sets.cluster_default = set,
         }
         let defaults = Arc::new(resolve(&self.static_props, &sets)?);
+        let tls = reload_tls(&sets.merged(&self.static_props), &state.tls, named)?;
         let prepared = prepare(&defaults)?;
-        if validate_only || sets == state.0 {
+        let tls_changed = tls.iter().any(|(l, t)| !Arc::ptr_eq(t, &state.tls[l]));
+        if validate_only || (sets == state.sets && !tls_changed) {
             return Ok(None);
         }
-        match &self.persist {
-            Persist::File(path) => weir_security::state_file::write(path, &sets)
-                .map_err(|e| ApiError::new(E::KafkaStorageError, e))?,
-            Persist::Cluster(save) => save(scope, sets.of(scope))?,
+        if sets != state.sets {
+            match &self.persist {
+                Persist::File(path) => weir_security::state_file::write(path, &sets)
+                    .map_err(|e| ApiError::new(E::KafkaStorageError, e))?,
+                Persist::Cluster(save) => save(scope, sets.of(scope))?,
+            }
         }
-        *state = (sets, defaults);
+        for (listener, t) in &tls {
+            if !Arc::ptr_eq(t, &state.tls[listener]) {
+                tracing::info!(%listener, subject = %t.subject, "new TLS connections get the keystore just set");
+            }
+        }
+        *state = State {
+            sets,
+            log: defaults,
+            tls,
+        };
         Ok(Some(prepared))
     }
 }
@@ -242,6 +287,87 @@ pub fn listener_base(key: &str) -> Option<&str> {
     rest.split_once('.').map(|(_, base)| base)
 }
 
+impl State {
+    /// The state `sets` make over server.properties: a listener with dynamic TLS settings
+    /// is set up from them (unchecked against server.properties' keystore, as Kafka does
+    /// at start).
+    fn start(
+        static_props: &BTreeMap<String, String>,
+        sets: Sets,
+        tls: &Tls,
+    ) -> Result<State, String> {
+        let log = Arc::new(resolve(static_props, &sets).map_err(|e| e.message)?);
+        let merged = sets.merged(static_props);
+        let mut now = Tls::new();
+        for (listener, t) in tls {
+            let t = if t.same_as(listener, &merged) {
+                t.clone()
+            } else {
+                Arc::new(tls::listener_tls(listener, &merged).map_err(|e| e.to_string())?)
+            };
+            now.insert(listener.clone(), t);
+        }
+        Ok(State {
+            sets,
+            log,
+            tls: now,
+        })
+    }
+}
+
+/// Each TLS listener's as the broker's properties now make it: the one in use where its
+/// settings are the same (and, if `named` names one of its keys, its files too), else a new
+/// one, which must load and be compatible with the one in use (Kafka's SslFactory check).
+fn reload_tls(
+    merged: &BTreeMap<String, String>,
+    current: &Tls,
+    named: &[String],
+) -> Result<Tls, ApiError> {
+    let mut now = Tls::new();
+    for (listener, t) in current {
+        let prefix = format!("listener.name.{}.ssl.", listener.to_ascii_lowercase());
+        let unchanged = if named.iter().any(|k| k.starts_with(&prefix)) {
+            t.same_as(listener, merged)
+        } else {
+            t.same_settings(listener, merged)
+        };
+        if unchanged {
+            now.insert(listener.clone(), t.clone());
+            continue;
+        }
+        let new = tls::listener_tls(listener, merged).map_err(|e| match e {
+            TlsError::Keystore { source, why } => {
+                tracing::warn!("refused a new keystore for listener {listener}: {why}");
+                ssl_refusal(&format!(
+                    "org.apache.kafka.common.errors.InvalidConfigurationException: Failed to \
+                     load PEM SSL keystore {source}"
+                ))
+            }
+            TlsError::Setting(why) => ApiError::new(E::InvalidRequest, why),
+        })?;
+        t.ensure_compatible(&new).map_err(|why| {
+            ssl_refusal(&format!(
+                "org.apache.kafka.common.config.ConfigException: {why}"
+            ))
+        })?;
+        now.insert(listener.clone(), Arc::new(new));
+    }
+    Ok(now)
+}
+
+/// A listener's new TLS refused, in Kafka 4.4's words (Java's exception names and all, as
+/// clients print it and the differential suite compares it).
+fn ssl_refusal(cause: &str) -> ApiError {
+    ApiError::new(
+        E::InvalidRequest,
+        format!(
+            "Invalid value org.apache.kafka.common.config.ConfigException: Validation of \
+             dynamic config update of SSLFactory failed: {cause} for configuration Invalid \
+             dynamic configuration"
+        ),
+    )
+}
+
 /// The log defaults `sets` make over `static_props`. A bad value is INVALID_REQUEST, as
 /// Kafka answers a broker resource's (a topic's is INVALID_CONFIG).
 fn resolve(static_props: &BTreeMap<String, String>, sets: &Sets) -> Result<LogConfig, ApiError> {
@@ -270,21 +396,19 @@ mod tests {
     fn a_broker_s_value_wins_over_the_cluster_s_over_server_properties() {
         let dir = tempfile::tempdir().unwrap();
         let static_props = props(&[("log.retention.ms", "1000"), ("log.segment.bytes", "2048")]);
-        let d = DynamicConfigs::load(dir.path(), &static_props).unwrap();
+        let d = DynamicConfigs::load(dir.path(), &static_props, &Tls::new()).unwrap();
         assert_eq!(d.log_defaults().retention_ms, 1000);
         let cluster = props(&[("log.retention.ms", "2000"), ("message.max.bytes", "5000")]);
         let made = d
-            .replace(
-                Scope::ClusterDefault,
-                cluster,
-                false,
-                |l| Ok(l.retention_ms),
-            )
+            .replace(Scope::ClusterDefault, cluster, &[], false, |l| {
+                Ok(l.retention_ms)
+            })
             .unwrap();
         assert_eq!(made, Some(2000));
         d.replace(
             Scope::Broker,
             props(&[("log.retention.ms", "3000")]),
+            &[],
             false,
             ok,
         )
@@ -295,17 +419,18 @@ mod tests {
             (3000, 5000, 2048)
         );
         // Saved, and loaded again as they were.
-        let again = DynamicConfigs::load(dir.path(), &static_props).unwrap();
+        let again = DynamicConfigs::load(dir.path(), &static_props, &Tls::new()).unwrap();
         assert_eq!(again.sets(), d.sets());
         assert_eq!(again.log_defaults(), d.log_defaults());
         // Removing this broker's value lets the cluster's apply again.
-        d.replace(Scope::Broker, BTreeMap::new(), false, ok)
+        d.replace(Scope::Broker, BTreeMap::new(), &[], false, ok)
             .unwrap();
         assert_eq!(d.log_defaults().retention_ms, 2000);
         // What `prepare` refuses is not kept.
         let refused = d.replace(
             Scope::Broker,
             props(&[("log.retention.ms", "1")]),
+            &[],
             false,
             |_| Err::<(), _>(ApiError::new(E::InvalidConfig, "no")),
         );
@@ -316,10 +441,10 @@ mod tests {
     #[test]
     fn what_kafka_refuses_is_refused_and_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let d = DynamicConfigs::load(dir.path(), &BTreeMap::new()).unwrap();
+        let d = DynamicConfigs::load(dir.path(), &BTreeMap::new(), &Tls::new()).unwrap();
         let refused = |scope, key: &str, value: &str| {
             let e = d
-                .replace(scope, props(&[(key, value)]), false, ok)
+                .replace(scope, props(&[(key, value)]), &[], false, ok)
                 .unwrap_err();
             assert_eq!(e.code, E::InvalidRequest.code(), "{key}={value}");
             e.message
@@ -345,16 +470,23 @@ mod tests {
         d.replace(
             Scope::Broker,
             props(&[("log.retention.ms", "5")]),
+            &[],
             false,
             ok,
         )
         .unwrap();
         refused(Scope::ClusterDefault, "log.retention.ms", "soon");
-        d.replace(Scope::Broker, BTreeMap::new(), false, ok)
+        d.replace(Scope::Broker, BTreeMap::new(), &[], false, ok)
             .unwrap();
         // Validation only: checked, not kept.
         let none = d
-            .replace(Scope::Broker, props(&[("log.retention.ms", "5")]), true, ok)
+            .replace(
+                Scope::Broker,
+                props(&[("log.retention.ms", "5")]),
+                &[],
+                true,
+                ok,
+            )
             .unwrap();
         assert!(none.is_none());
         assert_eq!(d.sets(), Sets::default());
@@ -363,7 +495,7 @@ mod tests {
     #[test]
     fn what_kafka_takes_is_kept_and_only_log_defaults_change_them() {
         let dir = tempfile::tempdir().unwrap();
-        let d = DynamicConfigs::load(dir.path(), &BTreeMap::new()).unwrap();
+        let d = DynamicConfigs::load(dir.path(), &BTreeMap::new(), &Tls::new()).unwrap();
         let before = d.log_defaults();
         let set = props(&[
             ("log.cleaner.threads", "2"),
@@ -372,15 +504,18 @@ mod tests {
             ("listener.name.sasl_ssl.ssl.keystore.location", "/k.jks"),
             ("not.a.kafka.key", "kept"),
         ]);
-        let made = d.replace(Scope::Broker, set.clone(), false, ok).unwrap();
+        let made = d
+            .replace(Scope::Broker, set.clone(), &[], false, ok)
+            .unwrap();
         assert!(made.is_some());
         assert_eq!(d.log_defaults(), before);
-        let again = DynamicConfigs::load(dir.path(), &BTreeMap::new()).unwrap();
+        let again = DynamicConfigs::load(dir.path(), &BTreeMap::new(), &Tls::new()).unwrap();
         assert_eq!(again.sets().broker, set);
         // Cluster-wide keys (and unknown ones) are taken as the cluster default too.
         d.replace(
             Scope::ClusterDefault,
             props(&[("num.io.threads", "9"), ("not.a.kafka.key", "x")]),
+            &[],
             false,
             ok,
         )

@@ -215,11 +215,7 @@ impl RunningBroker {
             addrs.push(addr);
             let broker = broker.clone();
             let limits = limits.clone();
-            let tls = broker
-                .config
-                .tls
-                .get(&name)
-                .map(|c| tokio_rustls::TlsAcceptor::from(c.clone()));
+            let has_tls = broker.config.tls.contains_key(&name);
             let name: Arc<str> = name.into();
             // Subscribed before the task starts: a stop sent before its first poll would
             // otherwise count as already seen, and the task would never end.
@@ -258,7 +254,12 @@ impl RunningBroker {
                             }
                             let broker = broker.clone();
                             let name = name.clone();
-                            let tls = tls.clone();
+                            // The listener's TLS as it is now: a keystore set while the
+                                // broker runs applies from the next connection on.
+                                let tls = has_tls
+                                    .then(|| broker.dynamic.tls(&name))
+                                    .flatten()
+                                    .map(tokio_rustls::TlsAcceptor::from);
                             tokio::spawn(async move {
                                 let stream = match tls {
                                     None => Stream::Plain(stream),

@@ -49,6 +49,54 @@ pub fn subject_dn(cert_der: &[u8]) -> Result<String, String> {
     Ok(rdns.join(","))
 }
 
+/// The subject alternative names of a DER certificate, as Java's
+/// `X509Certificate.getSubjectAlternativeNames()` lists them: `[type, value]`, with the
+/// type's number (2 a DNS name, 7 an IP address, ...); none if it has no such extension.
+pub fn subject_alt_names(cert_der: &[u8]) -> Result<std::collections::BTreeSet<String>, String> {
+    use x509_cert::der::oid::AssociatedOid;
+    use x509_cert::ext::pkix::name::GeneralName;
+    use x509_cert::ext::pkix::SubjectAltName;
+    let cert = Certificate::from_der(cert_der).map_err(|e| format!("a bad certificate: {e}"))?;
+    let mut names = std::collections::BTreeSet::new();
+    let extensions = cert.tbs_certificate.extensions.unwrap_or_default();
+    let Some(ext) = extensions.iter().find(|e| e.extn_id == SubjectAltName::OID) else {
+        return Ok(names);
+    };
+    let san = SubjectAltName::from_der(ext.extn_value.as_bytes())
+        .map_err(|e| format!("a bad subjectAltName: {e}"))?;
+    for name in san.0 {
+        let (kind, value) = match name {
+            GeneralName::Rfc822Name(v) => (1, v.to_string()),
+            GeneralName::DnsName(v) => (2, v.to_string()),
+            GeneralName::UniformResourceIdentifier(v) => (6, v.to_string()),
+            GeneralName::IpAddress(v) => (
+                7,
+                match v.as_bytes() {
+                    b if b.len() == 4 => {
+                        std::net::Ipv4Addr::new(b[0], b[1], b[2], b[3]).to_string()
+                    }
+                    // Java writes each of the eight groups, unshortened.
+                    b if b.len() == 16 => b
+                        .chunks(2)
+                        .map(|g| format!("{:x}", u16::from_be_bytes([g[0], g[1]])))
+                        .collect::<Vec<_>>()
+                        .join(":"),
+                    b => b.iter().map(|x| format!("{x:02x}")).collect(),
+                },
+            ),
+            GeneralName::RegisteredId(oid) => (8, oid.to_string()),
+            other => {
+                // otherName, directoryName, ediPartyName: their DER, which no two
+                // certificates share by accident.
+                let der = other.to_der().map_err(|e| e.to_string())?;
+                (0, der.iter().map(|b| format!("{b:02x}")).collect())
+            }
+        };
+        names.insert(format!("[{kind}, {value}]"));
+    }
+    Ok(names)
+}
+
 /// A directory string's text, for the string types certificates use.
 fn text_of(tag: Tag, bytes: &[u8]) -> Option<String> {
     match tag {

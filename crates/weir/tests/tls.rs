@@ -3,21 +3,26 @@
 //! (mTLS) — configured with Kafka's keys and PEM files made here with openssl. kcat
 //! (librdkafka) and kafka-python produce and consume over TLS; a client without a
 //! certificate is refused by the mTLS listener; plaintext bytes to a TLS port close only
-//! that connection.
+//! that connection. A keystore set while the broker runs (`kafka-configs --alter` of
+//! `listener.name.ssl.ssl.keystore.location`) serves the next connections, after Kafka's
+//! checks.
 
 mod common;
 
 use std::io::Write;
 use std::process::Command;
 
-use common::{free_port, kcat, make_certs, python, weir, Server};
+use common::{free_port, kcat, make_certs, python, sign, weir, weir_result, Server};
 
 struct Tls {
     server: Server,
     ssl: String,
     mtls: String,
     certs: tempfile::TempDir,
-    _data: tempfile::TempDir,
+    data: tempfile::TempDir,
+    /// What the broker was started with, to start it again.
+    settings: Vec<String>,
+    plain: u16,
 }
 
 fn start() -> Tls {
@@ -46,7 +51,9 @@ fn start() -> Tls {
         ssl: format!("127.0.0.1:{ssl}"),
         mtls: format!("127.0.0.1:{mtls}"),
         certs,
-        _data: data,
+        data,
+        settings,
+        plain,
     }
 }
 
@@ -352,4 +359,158 @@ fn client_certificates_name_principals_that_acls_allow_and_deny() {
     let out = as_client("carol", &["-L", "-J"], b"");
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(meta["topics"].as_array().unwrap().len(), 0, "{meta}");
+}
+
+/// A PEM keystore `<who>.pem` (key, certificate, CA) for a server certificate `sign` made.
+fn keystore(dir: &std::path::Path, who: &str, subj: &str, ext: &str) -> String {
+    sign(dir, who, subj, ext);
+    let pem = [
+        std::fs::read(dir.join(format!("{who}.key"))).unwrap(),
+        std::fs::read(dir.join(format!("{who}.crt"))).unwrap(),
+        std::fs::read(dir.join("ca.pem")).unwrap(),
+    ]
+    .concat();
+    let path = dir.join(format!("{who}.pem"));
+    std::fs::write(&path, pem).unwrap();
+    path.display().to_string()
+}
+
+/// The serial number of a certificate file, or of the one a TLS listener presents.
+fn serial_of_file(crt: &std::path::Path) -> String {
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-serial", "-in"])
+        .arg(crt)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn serial_presented(addr: &str) -> String {
+    let hello = Command::new("openssl")
+        .args(["s_client", "-connect", addr])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let mut x509 = Command::new("openssl")
+        .args(["x509", "-noout", "-serial"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    x509.stdin.take().unwrap().write_all(&hello.stdout).unwrap();
+    let out = x509.wait_with_output().unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn a_keystore_set_while_the_broker_runs_serves_new_connections_after_kafka_s_checks() {
+    let t = start();
+    let dir = t.certs.path();
+    let crt = |who: &str| dir.join(format!("{who}.crt"));
+    assert_eq!(serial_presented(&t.ssl), serial_of_file(&crt("server")));
+    let renewed = keystore(dir, "renewed", "/CN=server", "server.ext");
+    let stranger = keystore(dir, "stranger", "/CN=stranger", "server.ext");
+    std::fs::write(dir.join("bare.ext"), "extendedKeyUsage=serverAuth\n").unwrap();
+    let bare = keystore(dir, "bare", "/CN=server", "bare.ext");
+    let set = |value: &str| {
+        weir_result(&[
+            "configs",
+            "alter",
+            "--bootstrap",
+            &t.server.addr,
+            "--broker",
+            "1",
+            "--add-config",
+            &format!("listener.name.ssl.ssl.keystore.location={value}"),
+        ])
+    };
+    let refused = |value: &str, why: &str| {
+        let out = set(value);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success() && err.contains(why), "{value}: {err}");
+        // Nothing changed: the listener still presents the certificate it had.
+        assert_eq!(
+            serial_presented(&t.ssl),
+            serial_of_file(&crt("server")),
+            "{value}"
+        );
+    };
+    // Kafka 4.4's checks, in its words: the keystore must load, keep its subject and keep
+    // its subject alternative names.
+    refused(
+        &dir.join("missing.pem").display().to_string(),
+        "Failed to load PEM SSL keystore",
+    );
+    refused(&stranger, "Keystore DistinguishedName does not match");
+    refused(&bare, "Keystore SubjectAltNames do not match");
+    // A renewed certificate with the same subject: new connections get it, and clients
+    // that trust the CA go on producing over it.
+    let out = set(&renewed);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(serial_presented(&t.ssl), serial_of_file(&crt("renewed")));
+    let produced = kcat(
+        &[
+            "-b",
+            &t.ssl,
+            "-X",
+            "security.protocol=ssl",
+            "-X",
+            &format!("ssl.ca.location={}", dir.join("ca.pem").display()),
+            "-P",
+            "-t",
+            "after-renewal",
+        ],
+        b"one\n",
+    );
+    assert!(
+        produced.status.success(),
+        "{}",
+        String::from_utf8_lossy(&produced.stderr)
+    );
+    // The same path set again once its file was rewritten (a certificate renewed in
+    // place) loads it again, as Kafka does.
+    let live = dir.join("live.pem");
+    std::fs::copy(dir.join("server.pem"), &live).unwrap();
+    assert!(set(&live.display().to_string()).status.success());
+    assert_eq!(serial_presented(&t.ssl), serial_of_file(&crt("server")));
+    std::fs::copy(&renewed, &live).unwrap();
+    assert!(set(&live.display().to_string()).status.success());
+    assert_eq!(serial_presented(&t.ssl), serial_of_file(&crt("renewed")));
+    let ok = kcat(
+        &[
+            "-b",
+            &t.ssl,
+            "-X",
+            "security.protocol=ssl",
+            "-X",
+            &format!("ssl.ca.location={}", dir.join("ca.pem").display()),
+            "-C",
+            "-t",
+            "after-renewal",
+            "-o",
+            "beginning",
+            "-e",
+        ],
+        b"",
+    );
+    assert_eq!(String::from_utf8_lossy(&ok.stdout), "one\n");
+    // It holds through a restart, as a dynamic config does: server.properties names the
+    // old keystore, the dynamic config the renewed one.
+    let renewed_serial = serial_of_file(&crt("renewed"));
+    let Tls {
+        server,
+        data,
+        settings,
+        plain,
+        ssl,
+        certs: _certs,
+        ..
+    } = t;
+    drop(server);
+    let _server = Server::start_on(&data.path().join("data"), &settings, plain);
+    assert_eq!(serial_presented(&ssl), renewed_serial);
 }

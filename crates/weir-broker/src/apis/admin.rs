@@ -1079,7 +1079,10 @@ pub fn alter_configs(
                     })?;
                     set.insert(c.name.to_string(), value.to_string());
                 }
-                super::off_worker(|| broker.set_broker_configs(scope, set, req.validate_only))
+                let named: Vec<String> = set.keys().cloned().collect();
+                super::off_worker(|| {
+                    broker.set_broker_configs(scope, set, &named, req.validate_only)
+                })
             })(),
             RESOURCE_GROUP => (|| {
                 // As for a topic, the legacy API replaces the group's whole set.
@@ -1164,7 +1167,10 @@ pub fn incremental_alter_configs(
                     |name| name == "log.cleanup.policy",
                     |_| defaults.value_of("cleanup.policy"),
                 )?;
-                super::off_worker(|| broker.set_broker_configs(scope, set, req.validate_only))
+                let named: Vec<String> = res.configs.iter().map(|c| c.name.to_string()).collect();
+                super::off_worker(|| {
+                    broker.set_broker_configs(scope, set, &named, req.validate_only)
+                })
             })(),
             RESOURCE_GROUP => (|| {
                 group_configs::check_name(&res.resource_name, false)?;
