@@ -5,6 +5,7 @@
 // names informational fields with a leading "~" (error messages): shown, never compared.
 //
 // usage: java -cp "classes:lib/*" Probe --bootstrap HOST:PORT [--only PREFIX]...
+//                                       [--tls DIR --ssl HOST:PORT]
 
 import java.time.Duration;
 import java.util.*;
@@ -29,6 +30,10 @@ public class Probe {
 
     static String bootstrap;
     static Admin admin;
+    // The tls/ scenarios: the broker's SSL listener, and the directory of the PEM files
+    // run.py made for it (the broker's keystore among them).
+    static String tlsDir;
+    static String sslAddress;
     static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.ORDER_MAP_ENTRIES_BY_KEYS);
     // Bounded waits: a scenario that cannot see what it waits for reports that, never hangs.
     static final Duration WAIT = Duration.ofSeconds(30);
@@ -39,6 +44,8 @@ public class Probe {
             switch (args[i]) {
                 case "--bootstrap" -> bootstrap = args[++i];
                 case "--only" -> only.add(args[++i]);
+                case "--tls" -> tlsDir = args[++i];
+                case "--ssl" -> sslAddress = args[++i];
                 default -> throw new IllegalArgumentException("unknown argument " + args[i]);
             }
         }
@@ -49,8 +56,10 @@ public class Probe {
         admin = Admin.create(p);
         LinkedHashMap<String, Scenario> all = scenarios();
         for (Map.Entry<String, Scenario> e : all.entrySet()) {
-            // seed/ and moved/ belong to the move from Kafka (run.py), only run when named.
-            boolean move = e.getKey().startsWith("seed/") || e.getKey().startsWith("moved/");
+            // seed/ and moved/ belong to the move from Kafka (run.py), tls/ to brokers with an
+            // SSL listener: only run when named.
+            boolean move = e.getKey().startsWith("seed/") || e.getKey().startsWith("moved/")
+                || e.getKey().startsWith("tls/");
             if (only.isEmpty() ? move : only.stream().noneMatch(e.getKey()::startsWith)) continue;
             Map<String, Object> line = new LinkedHashMap<>();
             line.put("scenario", e.getKey());
@@ -138,6 +147,7 @@ public class Probe {
         s.put("groups/describe-unknown", Probe::describeUnknownGroup);
         // A move from Kafka: seed/ writes on the Kafka broker only; moved/ reads, from that
         // Kafka and then from Weir started on the data directory Kafka left (run.py --move).
+        s.put("tls/keystore-reload", Tls::keystoreReload);
         s.put("seed/data", Move::seed);
         s.put("moved/topics", Move::topics);
         s.put("moved/records", () -> Move.records("m-plain", "read_uncommitted"));
@@ -657,6 +667,78 @@ public class Probe {
         m.put("error", cause.getClass().getSimpleName());
         m.put("~message", String.valueOf(cause.getMessage()));
         return m;
+    }
+
+    /** A listener's keystore replaced while the broker runs (kafka-configs --alter). */
+    static class Tls {
+        /** Which of run.py's certificates the SSL listener presents to a new connection. */
+        static String presented() throws Exception {
+            var seen = new java.security.cert.X509Certificate[1];
+            var trustAll = new javax.net.ssl.X509TrustManager() {
+                public void checkClientTrusted(java.security.cert.X509Certificate[] c, String a) {}
+                public void checkServerTrusted(java.security.cert.X509Certificate[] c, String a) { seen[0] = c[0]; }
+                public java.security.cert.X509Certificate[] getAcceptedIssuers() { return new java.security.cert.X509Certificate[0]; }
+            };
+            var ctx = javax.net.ssl.SSLContext.getInstance("TLS");
+            ctx.init(null, new javax.net.ssl.TrustManager[] {trustAll}, null);
+            String[] hp = sslAddress.split(":");
+            try (var sock = (javax.net.ssl.SSLSocket) ctx.getSocketFactory().createSocket(hp[0], Integer.parseInt(hp[1]))) {
+                sock.startHandshake();
+            }
+            var factory = java.security.cert.CertificateFactory.getInstance("X.509");
+            for (String who : List.of("first", "renewed", "stranger", "bare")) {
+                try (var in = new java.io.FileInputStream(tlsDir + "/" + who + ".crt")) {
+                    if (factory.generateCertificate(in).equals(seen[0])) return who;
+                }
+            }
+            return "unknown " + seen[0].getSubjectX500Principal();
+        }
+
+        /** Sets the keystore, then waits for the listener to present `expect` (Kafka applies a
+         *  dynamic config a moment after it answers: when the broker replays its record). */
+        static Map<String, Object> set(String file, String expect) throws Exception {
+            var r = new ConfigResource(ConfigResource.Type.BROKER, "1");
+            Map<String, Object> m = new LinkedHashMap<>(outcome(() -> admin.incrementalAlterConfigs(Map.of(r, List.of(
+                new AlterConfigOp(new ConfigEntry("listener.name.ssl.ssl.keystore.location", tlsDir + "/" + file),
+                    AlterConfigOp.OpType.SET)))).all().get()));
+            // Weir answers a refused keystore in Kafka's words: compared, the directory left out.
+            Object message = m.remove("~message");
+            if (message != null) m.put("message", message.toString().replace(tlsDir, "DIR"));
+            long deadline = System.nanoTime() + WAIT.toNanos();
+            String now = presented();
+            while (!now.equals(expect) && System.nanoTime() < deadline) {
+                Thread.sleep(100);
+                now = presented();
+            }
+            m.put("presented", now);
+            return m;
+        }
+
+        static Map<String, Object> keystoreReload() throws Exception {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("at start", presented());
+            m.put("a missing file", set("missing.pem", "first"));
+            m.put("a file that is no keystore", set("not-a-keystore.pem", "first"));
+            m.put("another subject", set("stranger.pem", "first"));
+            m.put("its alternative name dropped", set("bare.pem", "first"));
+            m.put("renewed", set("renewed.pem", "renewed"));
+            // Renewed in place: the same path set again once the file changed.
+            java.nio.file.Path live = java.nio.file.Path.of(tlsDir, "live.pem");
+            java.nio.file.Files.copy(java.nio.file.Path.of(tlsDir, "first.pem"), live,
+                java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+            m.put("a path", set("live.pem", "first"));
+            java.nio.file.Files.copy(java.nio.file.Path.of(tlsDir, "renewed.pem"), live,
+                java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+            m.put("the same path, its file rewritten", set("live.pem", "renewed"));
+            m.put("the same path, its file as it was", set("live.pem", "renewed"));
+            var r = new ConfigResource(ConfigResource.Type.BROKER, "1");
+            for (ConfigEntry e : Configs.describe(r)) {
+                if (e.name().startsWith("listener.name.ssl.")) {
+                    m.put("described " + e.name(), String.valueOf(e.value()).replace(tlsDir, "DIR") + " " + e.source());
+                }
+            }
+            return m;
+        }
     }
 
     interface Call {

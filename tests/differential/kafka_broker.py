@@ -44,12 +44,16 @@ def kafka_uuid():
 class KafkaCluster:
     """NODES Kafka nodes in DIR/node-N, each its own JVM. `bootstrap` names every broker."""
 
-    def __init__(self, lib, work, nodes=1, java="java", overrides=None):
+    def __init__(self, lib, work, nodes=1, java="java", overrides=None, ssl_port=None):
         self.lib = lib
         self.work = os.path.abspath(work)
         self.nodes = nodes
         self.java = java
         self.overrides = dict(overrides or {})
+        # A listener named SSL on this port too (one node only); its keystore is the
+        # overrides' listener.name.ssl.* settings.
+        self.ssl_port = ssl_port
+        assert ssl_port is None or nodes == 1
         self.procs = {}
         self.ports = {}
 
@@ -82,6 +86,10 @@ class KafkaCluster:
             "share.coordinator.state.topic.min.isr": str(min(self.nodes, 2)),
             "group.initial.rebalance.delay.ms": "0",
         }
+        if self.ssl_port:
+            props["listeners"] += f",SSL://127.0.0.1:{self.ssl_port}"
+            props["advertised.listeners"] += f",SSL://127.0.0.1:{self.ssl_port}"
+            props["listener.security.protocol.map"] += ",SSL:SSL"
         props.update(self.overrides)
         return props
 

@@ -107,9 +107,9 @@ def compile_probe(lib, out):
                     os.path.join(here, "Probe.java")], check=True)
 
 
-def run_probe(lib, classes, bootstrap, only, log):
+def run_probe(lib, classes, bootstrap, only, log, extra=()):
     args = ["java", "-Xmx512M", f"-Dlog4j2.configurationFile={lib}/log4j2-tools.properties",
-            "-cp", f"{classes}:{lib}/*", "Probe", "--bootstrap", bootstrap]
+            "-cp", f"{classes}:{lib}/*", "Probe", "--bootstrap", bootstrap, *extra]
     for o in only:
         args += ["--only", o]
     with open(log, "w") as err:
@@ -295,6 +295,72 @@ def move_from_kafka(args, classes, work, killed):
     return renamed(of_kafka), renamed(of_weir)
 
 
+def make_keystores(d):
+    """A CA and four server certificates for the tls/ scenarios, as PEM keystores (key,
+    certificate, CA) named first, renewed (the same subject and name), stranger (another
+    subject) and bare (the same subject, no alternative name); one file that is no keystore."""
+    os.makedirs(d, exist_ok=True)
+
+    def openssl(*a):
+        subprocess.run(["openssl", *a], cwd=d, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+            "-subj", "/CN=weir differential CA")
+    with open(os.path.join(d, "named.ext"), "w") as f:
+        f.write("subjectAltName=DNS:localhost\n")
+    with open(os.path.join(d, "bare.ext"), "w") as f:
+        f.write("extendedKeyUsage=serverAuth\n")
+    for who, subject, ext in (("first", "/CN=localhost", "named.ext"), ("renewed", "/CN=localhost", "named.ext"),
+                              ("stranger", "/CN=stranger", "named.ext"), ("bare", "/CN=localhost", "bare.ext")):
+        openssl("req", *ec, "-keyout", f"{who}.ec", "-out", f"{who}.csr", "-subj", subject)
+        openssl("pkcs8", "-topk8", "-nocrypt", "-in", f"{who}.ec", "-out", f"{who}.key")
+        openssl("x509", "-req", "-in", f"{who}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-out", f"{who}.crt", "-days", "2", "-extfile", ext)
+        with open(os.path.join(d, f"{who}.pem"), "wb") as out:
+            for part in (f"{who}.key", f"{who}.crt", "ca.pem"):
+                with open(os.path.join(d, part), "rb") as f:
+                    out.write(f.read())
+    with open(os.path.join(d, "not-a-keystore.pem"), "w") as f:
+        f.write("hello\n")
+
+
+def tls_reload(args, classes, work):
+    """Kafka and Weir, each with an SSL listener whose keystore is set again while it runs
+    (tls/ scenarios). Each side has its own copy of the files, as the scenario rewrites one."""
+    base = os.path.join(work, "tls")
+    make_keystores(os.path.join(base, "certs"))
+    runs = []
+    kafka = weir = None
+    try:
+        for side in ("kafka", "weir"):
+            d = os.path.join(base, f"{side}-certs")
+            shutil.copytree(os.path.join(base, "certs"), d)
+            ssl_port = free_port()
+            keystore = {"listener.name.ssl.ssl.keystore.type": "PEM",
+                        "listener.name.ssl.ssl.keystore.location": os.path.join(d, "first.pem")}
+            if side == "kafka":
+                kafka = KafkaCluster(args.lib, os.path.join(base, "kafka"), 1,
+                                     overrides={**COMMON_OVERRIDES, **keystore}, ssl_port=ssl_port)
+                broker = kafka
+            else:
+                weir = WeirBroker(os.path.abspath(args.weir), os.path.join(base, "weir"))
+                weir.overrides.update(keystore)
+                weir.overrides["listeners"] = f"PLAINTEXT://{weir.bootstrap},SSL://127.0.0.1:{ssl_port}"
+                weir.overrides["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,SSL:SSL"
+                broker = weir
+            broker.start()
+            runs.append(run_probe(args.lib, classes, broker.bootstrap, ["tls/"],
+                                  os.path.join(base, f"probe-{side}.log"),
+                                  ["--tls", d, "--ssl", f"127.0.0.1:{ssl_port}"]))
+            broker.stop()
+    finally:
+        for b in (kafka, weir):
+            if b:
+                b.stop()
+    return runs[0], runs[1]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--weir", required=True)
@@ -308,11 +374,13 @@ def main():
     compile_probe(args.lib, classes)
     kafka = KafkaCluster(args.lib, os.path.join(work, "kafka"), 1, overrides=COMMON_OVERRIDES)
     weir = WeirBroker(os.path.abspath(args.weir), os.path.join(work, "weir"))
-    moves_only = bool(args.only) and all(o.startswith(("seed/", "moved/")) for o in args.only)
+    # The move from Kafka and the tls/ scenarios start brokers of their own.
+    named = lambda *prefixes: not args.only or any(o.startswith(prefixes) for o in args.only)
+    main_run = not args.only or any(not o.startswith(("seed/", "moved/", "tls/")) for o in args.only)
     of_kafka, of_weir = {}, {}
     try:
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            if moves_only:
+            if not main_run:
                 raise StopIteration
             started = [pool.submit(kafka.start), pool.submit(weir.start)]
             for f in started:
@@ -329,7 +397,7 @@ def main():
 
     # Kafka's kafka-dump-log reads the files both brokers left for the same scenarios, and
     # must find nothing in Weir's that it does not find in its own.
-    if not moves_only and (not args.only or any(o.startswith("dump-log/") for o in args.only)):
+    if main_run and named("dump-log/"):
         name = "dump-log/kafka-reads-the-files"
         of_kafka[name] = {"observed": dump_complaints(
             args.lib, os.path.join(kafka.work, "node-1", "data"), os.path.join(work, "dump-kafka.log"))[0]}
@@ -342,7 +410,12 @@ def main():
                                       for f in sections}}
     known = known_differences()
     passed, failed = compare(of_kafka, of_weir, known)
-    if not args.only or moves_only:
+    if named("tls/"):
+        k, w = tls_reload(args, classes, work)
+        p, f = compare(k, w, known)
+        passed += p
+        failed += f
+    if named("seed/", "moved/"):
         for how in ("stopped", "killed"):
             k, w = move_from_kafka(args, classes, work, killed=how == "killed")
             p, f = compare(k, w, known)

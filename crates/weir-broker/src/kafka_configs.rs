@@ -367,6 +367,8 @@ const HONOURED: &[&str] = &[
     "sasl.server.max.receive.size",
     "socket.listen.backlog.size",
     "socket.request.max.bytes",
+    "ssl.allow.dn.changes",
+    "ssl.allow.san.changes",
     "ssl.client.auth",
     "ssl.keystore.certificate.chain",
     "ssl.keystore.key",
