@@ -25,6 +25,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use crate::state_file::{Doc, FileStore, Store};
@@ -238,6 +239,10 @@ fn rate_of(rates: &mut HashMap<RateKey, Rate>, w: Windows, key: RateKey, now: i6
     rates.entry(key).or_default()
 }
 
+fn sets_request_quota(configs: &QuotaMap) -> bool {
+    configs.values().any(|q| q.contains_key(REQUEST_PERCENTAGE))
+}
+
 /// The quotas, and each client's measured rates.
 type QuotaMap = BTreeMap<Entity, BTreeMap<String, f64>>;
 
@@ -246,6 +251,9 @@ pub struct Quotas {
     store: Box<dyn Store>,
     windows: Windows,
     configs: RwLock<Doc<QuotaMap>>,
+    /// Whether any entity of `configs` sets `request_percentage`, asked of every request:
+    /// kept beside them, as they change, rather than found under their lock each time.
+    request_quota: AtomicBool,
     /// By (kind, user tag, client-id tag).
     rates: Mutex<HashMap<RateKey, Rate>>,
 }
@@ -260,6 +268,7 @@ impl Quotas {
         Ok(Quotas {
             store: Box::new(FileStore(path)),
             windows,
+            request_quota: AtomicBool::new(sets_request_quota(&configs)),
             configs: RwLock::new(Doc {
                 value: configs,
                 revision: 0,
@@ -281,6 +290,7 @@ impl Quotas {
         Ok(Quotas {
             store,
             windows,
+            request_quota: AtomicBool::new(sets_request_quota(&value)),
             configs: RwLock::new(Doc { value, revision }),
             rates: Mutex::new(HashMap::new()),
         })
@@ -292,6 +302,7 @@ impl Quotas {
         let changed = crate::state_file::install(&self.configs, value, revision);
         if changed {
             self.rates.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            self.note_request_quota();
         }
         Ok(changed)
     }
@@ -356,11 +367,13 @@ impl Quotas {
     /// Whether any entity sets a request-time quota (when none does, a request's handling
     /// time need not be measured).
     pub fn any_request_quota(&self) -> bool {
+        self.request_quota.load(Ordering::Relaxed)
+    }
+
+    fn note_request_quota(&self) {
         let configs = self.configs.read().unwrap_or_else(|e| e.into_inner());
-        configs
-            .value
-            .values()
-            .any(|q| q.contains_key(REQUEST_PERCENTAGE))
+        self.request_quota
+            .store(sets_request_quota(&configs.value), Ordering::Relaxed);
     }
 
     /// Records `value` on the rate of `kind` for this client: the throttle in ms, or `None`
@@ -489,6 +502,8 @@ impl Quotas {
                 Ok((changed.then_some(next), changed))
             },
         )?;
+        // In a cluster the update may also have taken another broker's newer document.
+        self.note_request_quota();
         if changed {
             // Rates measured under the old quotas may now be keyed differently; start over.
             self.rates.lock().unwrap_or_else(|e| e.into_inner()).clear();
@@ -607,7 +622,7 @@ mod tests {
 
     #[test]
     fn request_time_counts_in_percent_of_a_thread_and_throttles_for_at_most_a_window() {
-        let (_d, q) = quotas(&[(None, named("app"), REQUEST_PERCENTAGE, 10.0)]);
+        let (_d1, q) = quotas(&[(None, named("app"), REQUEST_PERCENTAGE, 10.0)]);
         assert!(q.any_request_quota());
         assert!(check_value(REQUEST_PERCENTAGE, 0.001).is_ok());
         for bad in [0.0, -1.0, f64::INFINITY, f64::NAN] {
@@ -622,6 +637,18 @@ mod tests {
         assert_eq!(q.record_request("u", "other", 10_000_000_000, 0), 0);
         let (_d, none) = quotas(&[(None, named("app"), PRODUCER_BYTE_RATE, 1000.0)]);
         assert!(!none.any_request_quota());
+        // Loaded again, the quota is still seen; removed, it is not.
+        assert!(Quotas::load(_d1.path(), Windows::default())
+            .unwrap()
+            .any_request_quota());
+        let app = Entity {
+            user: None,
+            client_id: named("app"),
+            ip: None,
+        };
+        q.change(&[(app, REQUEST_PERCENTAGE.to_string(), None)])
+            .unwrap();
+        assert!(!q.any_request_quota());
     }
 
     #[test]
