@@ -147,6 +147,8 @@ public class Probe {
         s.put("groups/describe-unknown", Probe::describeUnknownGroup);
         // A move from Kafka: seed/ writes on the Kafka broker only; moved/ reads, from that
         // Kafka and then from Weir started on the data directory Kafka left (run.py --move).
+        s.put("log-dirs/describe", Probe::describeLogDirs);
+        s.put("log-dirs/replica", Probe::describeReplicaLogDirs);
         s.put("tls/keystore-reload", Tls::keystoreReload);
         s.put("seed/data", Move::seed);
         s.put("moved/topics", Move::topics);
@@ -954,6 +956,52 @@ public class Probe {
         for (var e : specs.entrySet()) {
             var info = admin.listOffsets(Map.of(tp, e.getValue())).all().get().get(tp);
             m.put(e.getKey(), List.of(info.offset(), info.timestamp()));
+        }
+        return m;
+    }
+
+    // --- log directories -------------------------------------------------------------------
+
+    /** DescribeLogDirs of the broker, as kafka-log-dirs --describe reads it: one directory,
+     *  the topic's replicas with their sizes (the same records make the same bytes). */
+    static Map<String, Object> describeLogDirs() throws Exception {
+        String name = "d-log-dirs";
+        createTopic(name, 2, Map.of());
+        try (KafkaProducer<String, String> p = producer(Map.of())) {
+            for (int i = 0; i < 5; i++) {
+                p.send(new ProducerRecord<>(name, i % 2, 1_000L + i, "k" + i, "value " + i)).get();
+            }
+        }
+        int id = admin.describeCluster().nodes().get().iterator().next().id();
+        var dirs = admin.describeLogDirs(List.of(id)).allDescriptions().get().get(id);
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("directories", dirs.size());
+        for (var dir : dirs.values()) {
+            m.put("error", dir.error() == null ? null : dir.error().getClass().getSimpleName());
+            m.put("total bytes known", dir.totalBytes().isPresent() && dir.totalBytes().getAsLong() > 0);
+            m.put("usable within total", dir.usableBytes().isPresent()
+                && dir.usableBytes().getAsLong() <= dir.totalBytes().orElse(0));
+            for (var e : new TreeMap<>(dir.replicaInfos().entrySet().stream()
+                    .filter(r -> r.getKey().topic().equals(name))
+                    .collect(Collectors.toMap(r -> r.getKey().toString(), Map.Entry::getValue))).entrySet()) {
+                var r = e.getValue();
+                m.put(e.getKey(), "size " + r.size() + " lag " + r.offsetLag() + (r.isFuture() ? " future" : ""));
+            }
+        }
+        return m;
+    }
+
+    /** Where one replica lives (describeReplicaLogDirs asks DescribeLogDirs for it alone). */
+    static Map<String, Object> describeReplicaLogDirs() throws Exception {
+        String name = "d-replica-dir";
+        createTopic(name, 1, Map.of());
+        int id = admin.describeCluster().nodes().get().iterator().next().id();
+        Map<String, Object> m = new LinkedHashMap<>();
+        for (int p : new int[] {0, 7}) {
+            var replica = new TopicPartitionReplica(name, p, id);
+            var info = admin.describeReplicaLogDirs(List.of(replica)).all().get().get(replica);
+            m.put("partition " + p, (info.getCurrentReplicaLogDir() == null ? "no directory" : "in a directory")
+                + (info.getFutureReplicaLogDir() == null ? "" : ", moving") + ", lag " + info.getCurrentReplicaOffsetLag());
         }
         return m;
     }

@@ -175,6 +175,7 @@ throttled_responses! {
     IncrementalAlterConfigs from 0,
     OffsetDelete from 0,
     DescribeCluster from 0,
+    DescribeLogDirs from 0,
     ElectLeaders from 0,
     AlterPartitionReassignments from 0,
     ListPartitionReassignments from 0,

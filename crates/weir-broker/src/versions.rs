@@ -48,6 +48,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DescribeCluster, 0, 1),
+    // Kafka 4.4 has v5 (KIP-1066's cordoned directories), which the codec lacks.
+    (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),

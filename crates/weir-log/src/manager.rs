@@ -192,6 +192,22 @@ pub fn is_disk_failure(err: &LogError) -> bool {
     }
 }
 
+/// A data directory as [`LogManager::describe_dirs`] tells it.
+#[derive(Debug, Clone)]
+pub struct DirReport {
+    pub path: PathBuf,
+    pub offline: bool,
+    pub partitions: Vec<PartitionReport>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PartitionReport {
+    pub tp: TopicPartition,
+    pub size_bytes: u64,
+    pub log_end_offset: i64,
+    pub high_watermark: i64,
+}
+
 struct State {
     logs: BTreeMap<TopicPartition, (usize, SharedLog)>,
     cleaner_checkpoints: BTreeMap<TopicPartition, i64>,
@@ -573,6 +589,36 @@ impl LogManager {
             .filter(|d| d.health.is_offline())
             .map(|d| d.path.clone())
             .collect()
+    }
+
+    /// Each data directory, whether it is offline, and the partitions `wanted` of those it
+    /// holds with their size in bytes, log end offset and high watermark: what
+    /// DescribeLogDirs tells of them.
+    pub fn describe_dirs(&self, wanted: impl Fn(&TopicPartition) -> bool) -> Vec<DirReport> {
+        let state = self.state();
+        let mut reports: Vec<DirReport> = self
+            .inner
+            .dirs
+            .iter()
+            .map(|d| DirReport {
+                path: d.path.clone(),
+                offline: d.health.is_offline(),
+                partitions: Vec::new(),
+            })
+            .collect();
+        for (tp, (dir, log)) in &state.logs {
+            if !wanted(tp) {
+                continue;
+            }
+            let log = log.lock().unwrap_or_else(|e| e.into_inner());
+            reports[*dir].partitions.push(PartitionReport {
+                tp: tp.clone(),
+                size_bytes: log.size_in_bytes(),
+                log_end_offset: log.log_end_offset(),
+                high_watermark: log.high_watermark(),
+            });
+        }
+        reports
     }
 
     /// Every partition log, with its directory's health.

@@ -353,6 +353,25 @@ except ClusterAuthorizationFailedError:
         ),
     );
     assert_eq!(denied.trim(), "denied");
+    // Nor the data directories (DescribeLogDirs needs DESCRIBE on the cluster too).
+    // kafka-python asks a version without a top-level error: the refusal is an answer
+    // with no directory, as Kafka gives it.
+    let dirs = run_python(
+        "kafka-python describe_log_dirs as alice",
+        &format!(
+            r#"
+from kafka.admin import KafkaAdminClient
+from kafka.errors import ClusterAuthorizationFailedError
+a = KafkaAdminClient(bootstrap_servers="{sasl_addr}", **{auth})
+try:
+    print("directories:", len(a.describe_log_dirs()[0]["log_dirs"]))
+except ClusterAuthorizationFailedError:
+    print("denied")
+"#,
+            auth = python_auth("alice")
+        ),
+    );
+    assert!(matches!(dirs.trim(), "denied" | "directories: 0"), "{dirs}");
 
     // The rules survive a restart; the offline tool refuses a running broker's directory.
     let again = acls(&["list", "--data-dir", data.to_str().unwrap()]);

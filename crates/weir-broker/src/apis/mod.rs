@@ -18,6 +18,7 @@ mod admin;
 mod elections;
 mod fetch;
 mod groups;
+mod log_dirs;
 mod metadata;
 mod misc;
 mod offsets;
@@ -145,6 +146,9 @@ pub async fn handle(
         ),
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(elections::elect_leaders(broker, ctx, r))
+        }
+        RequestKind::DescribeLogDirs(r) => {
+            ResponseKind::DescribeLogDirs(log_dirs::describe_log_dirs(broker, ctx, r))
         }
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(misc::describe_cluster(broker, ctx, r))
