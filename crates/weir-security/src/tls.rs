@@ -230,20 +230,15 @@ pub fn server_config(
 
 /// Listener `name`'s TLS, from the broker's properties.
 pub fn listener_tls(name: &str, props: &BTreeMap<String, String>) -> Result<ListenerTls, TlsError> {
-    let built_from = inputs(name, props)?;
-    let get = |key: &str| built_from.0.get(key).cloned();
     let err = |msg: String| TlsError::Setting(format!("listener {name} (SSL): {msg}"));
-    let keystore_source = get("ssl.keystore.location").unwrap_or_else(|| "ssl.keystore.key".into());
-    let bad_keystore = |msg: String| TlsError::Keystore {
-        source: keystore_source.clone(),
-        why: format!("listener {name} (SSL): {msg}"),
-    };
-
+    // The store types first: a JKS file is better told how to convert than that it is
+    // missing or does not parse.
+    let settings = settings_of(name, props);
     for (key, what) in [
         ("ssl.keystore.type", "keystore"),
         ("ssl.truststore.type", "truststore"),
     ] {
-        if let Some(t) = get(key) {
+        if let Some(t) = settings.get(key) {
             if !t.eq_ignore_ascii_case("PEM") {
                 return Err(err(format!(
                     "{key}={t}: Weir reads PEM {what}s only; convert it, e.g. \
@@ -253,6 +248,13 @@ pub fn listener_tls(name: &str, props: &BTreeMap<String, String>) -> Result<List
             }
         }
     }
+    let built_from = inputs(name, props)?;
+    let get = |key: &str| built_from.0.get(key).cloned();
+    let keystore_source = get("ssl.keystore.location").unwrap_or_else(|| "ssl.keystore.key".into());
+    let bad_keystore = |msg: String| TlsError::Keystore {
+        source: keystore_source.clone(),
+        why: format!("listener {name} (SSL): {msg}"),
+    };
 
     let keystore = match (
         get("ssl.keystore.location"),
