@@ -71,8 +71,7 @@ impl Sets {
 /// Whether Weir applies `key` at once when it is set dynamically: the log defaults, and a
 /// listener's TLS settings.
 pub fn is_dynamic(key: &str) -> bool {
-    LogConfig::broker_keys().contains(&key)
-        || tls::RELOADABLE.contains(&listener_base(key).unwrap_or(key))
+    LogConfig::broker_keys().contains(&key) || tls::is_reloadable(listener_base(key).unwrap_or(key))
 }
 
 /// The TLS of each `SSL` and `SASL_SSL` listener, by name.

@@ -64,22 +64,12 @@ pub const IGNORED: &[(&str, &str)] = &[
     ("ssl.engine.factory.class", "a JVM setting"),
 ];
 
-/// The settings a listener's TLS is rebuilt from when they change while the broker runs
-/// (the principal mapping rules are read once, at start).
-pub const RELOADABLE: &[&str] = &[
-    "ssl.keystore.type",
-    "ssl.keystore.location",
-    "ssl.keystore.key",
-    "ssl.keystore.certificate.chain",
-    "ssl.key.password",
-    "ssl.truststore.type",
-    "ssl.truststore.location",
-    "ssl.truststore.certificates",
-    "ssl.client.auth",
-    "ssl.enabled.protocols",
-    "ssl.allow.dn.changes",
-    "ssl.allow.san.changes",
-];
+/// Whether `key` is one of the settings a listener's TLS is rebuilt from when they change
+/// while the broker runs: every one read here but the principal mapping rules, which are
+/// read once, at start.
+pub fn is_reloadable(key: &str) -> bool {
+    key != "ssl.principal.mapping.rules" && HONOURED.contains(&key)
+}
 
 /// Whether a broker setting holds a secret, which DescribeConfigs must not show (Kafka's
 /// PASSWORD-typed settings): the PEM private key, and every password.
@@ -195,8 +185,9 @@ impl ListenerTls {
 type Inputs = (BTreeMap<String, String>, Vec<u8>, Vec<u8>);
 
 fn settings_of(name: &str, props: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    RELOADABLE
+    HONOURED
         .iter()
+        .filter(|k| is_reloadable(k))
         .filter_map(|k| setting(name, props, k).map(|v| (k.to_string(), v)))
         .collect()
 }

@@ -12,7 +12,7 @@ mod common;
 use std::io::Write;
 use std::process::Command;
 
-use common::{free_port, kcat, make_certs, python, sign, weir, weir_result, Server};
+use common::{free_port, kcat, keystore, make_certs, python, weir, weir_result, Server};
 
 struct Tls {
     server: Server,
@@ -361,20 +361,6 @@ fn client_certificates_name_principals_that_acls_allow_and_deny() {
     assert_eq!(meta["topics"].as_array().unwrap().len(), 0, "{meta}");
 }
 
-/// A PEM keystore `<who>.pem` (key, certificate, CA) for a server certificate `sign` made.
-fn keystore(dir: &std::path::Path, who: &str, subj: &str, ext: &str) -> String {
-    sign(dir, who, subj, ext);
-    let pem = [
-        std::fs::read(dir.join(format!("{who}.key"))).unwrap(),
-        std::fs::read(dir.join(format!("{who}.crt"))).unwrap(),
-        std::fs::read(dir.join("ca.pem")).unwrap(),
-    ]
-    .concat();
-    let path = dir.join(format!("{who}.pem"));
-    std::fs::write(&path, pem).unwrap();
-    path.display().to_string()
-}
-
 /// The serial number of a certificate file, or of the one a TLS listener presents.
 fn serial_of_file(crt: &std::path::Path) -> String {
     let out = Command::new("openssl")
@@ -452,20 +438,14 @@ fn a_keystore_set_while_the_broker_runs_serves_new_connections_after_kafka_s_che
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(serial_presented(&t.ssl), serial_of_file(&crt("renewed")));
-    let produced = kcat(
-        &[
-            "-b",
-            &t.ssl,
-            "-X",
-            "security.protocol=ssl",
-            "-X",
-            &format!("ssl.ca.location={}", dir.join("ca.pem").display()),
-            "-P",
-            "-t",
-            "after-renewal",
-        ],
-        b"one\n",
-    );
+    // kcat over the TLS listener, trusting the CA.
+    let kcat_tls = |args: &[&str], stdin: &[u8]| {
+        let ca = format!("ssl.ca.location={}", dir.join("ca.pem").display());
+        let mut all = vec!["-b", &t.ssl, "-X", "security.protocol=ssl", "-X", &ca];
+        all.extend_from_slice(args);
+        kcat(&all, stdin)
+    };
+    let produced = kcat_tls(&["-P", "-t", "after-renewal"], b"one\n");
     assert!(
         produced.status.success(),
         "{}",
@@ -480,23 +460,7 @@ fn a_keystore_set_while_the_broker_runs_serves_new_connections_after_kafka_s_che
     std::fs::copy(&renewed, &live).unwrap();
     assert!(set(&live.display().to_string()).status.success());
     assert_eq!(serial_presented(&t.ssl), serial_of_file(&crt("renewed")));
-    let ok = kcat(
-        &[
-            "-b",
-            &t.ssl,
-            "-X",
-            "security.protocol=ssl",
-            "-X",
-            &format!("ssl.ca.location={}", dir.join("ca.pem").display()),
-            "-C",
-            "-t",
-            "after-renewal",
-            "-o",
-            "beginning",
-            "-e",
-        ],
-        b"",
-    );
+    let ok = kcat_tls(&["-C", "-t", "after-renewal", "-o", "beginning", "-e"], b"");
     assert_eq!(String::from_utf8_lossy(&ok.stdout), "one\n");
     // It holds through a restart, as a dynamic config does: server.properties names the
     // old keystore, the dynamic config the renewed one.

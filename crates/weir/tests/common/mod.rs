@@ -243,15 +243,23 @@ pub fn make_certs(dir: &Path) {
     )
     .unwrap();
     std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
-    sign(dir, "server", "/CN=server", "server.ext");
+    keystore(dir, "server", "/CN=server", "server.ext");
     sign(dir, "client", "/CN=client", "client.ext");
-    let keystore = [
-        std::fs::read(dir.join("server.key")).unwrap(),
-        std::fs::read(dir.join("server.crt")).unwrap(),
+}
+
+/// A server certificate `sign` makes, as a PEM keystore `<who>.pem` (its key, itself and
+/// the CA); returns the keystore's path.
+pub fn keystore(dir: &Path, who: &str, subj: &str, ext: &str) -> String {
+    sign(dir, who, subj, ext);
+    let pem = [
+        std::fs::read(dir.join(format!("{who}.key"))).unwrap(),
+        std::fs::read(dir.join(format!("{who}.crt"))).unwrap(),
         std::fs::read(dir.join("ca.pem")).unwrap(),
     ]
     .concat();
-    std::fs::write(dir.join("server.pem"), keystore).unwrap();
+    let path = dir.join(format!("{who}.pem"));
+    std::fs::write(&path, pem).unwrap();
+    path.display().to_string()
 }
 
 /// A port for a server a test starts (see weir-cluster's `test_etcd::free_port`).
